@@ -1,0 +1,74 @@
+# tdax -- build, test, demo. `make` builds build/bin/tdax and build/lib/libtdax.so.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
+ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
+LDLIBS  := -lpmem2 -pthread
+
+B       := build
+CORE    := crc32c util device files log recover
+CORE_O  := $(CORE:%=$(B)/obj/%.o)
+SAN_O   := $(CORE:%=$(B)/san/%.o)
+SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard tests/c/test_*.c)))
+HDRS    := $(wildcard src/*.h) tests/c/harness.h
+
+.SECONDARY:
+.PHONY: all deps test test-c test-py demo bench-log clean
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/bin/tdax-logbench $(B)/tests/logwriter
+
+$(B)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -c $< -o $@
+
+$(B)/san/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(SANFLAGS) -pthread -Isrc -c $< -o $@
+
+$(B)/bin/tdax: $(B)/obj/cli.o $(CORE_O)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
+
+$(B)/lib/libtdax.so: $(CORE_O)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS)
+
+$(B)/bin/tdax-logbench: bench/logbench.c $(CORE_O) $(HDRS)
+	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
+$(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
+$(B)/tests/test_%: tests/c/test_%.c tests/c/harness.c $(CORE_O) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< tests/c/harness.c $(CORE_O) -o $@ $(LDLIBS)
+
+$(B)/san/test_%: tests/c/test_%.c tests/c/harness.c $(SAN_O) $(HDRS)
+	$(CC) $(WARN) $(SANFLAGS) -pthread -Isrc $< tests/c/harness.c $(SAN_O) -o $@ $(LDLIBS)
+
+deps:
+	@scripts/deps.sh
+
+# Every test: C unit tests (plain, then under ASan+UBSan), then pytest.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-c test-py
+
+test-c: all
+	@set -e; for t in $(CTESTS); do echo "== $$t"; $(B)/tests/$$t; done
+	@set -e; for t in $(CTESTS); do echo "== $$t (asan+ubsan)"; \
+		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(B)/san/$$t; done
+
+test-py: all
+	$(B)/venv/bin/python -m pytest -q tests/py
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+bench-log: all
+	$(B)/bin/tdax-logbench
+
+clean:
+	rm -rf $(B)/obj $(B)/san $(B)/bin $(B)/lib $(B)/tests

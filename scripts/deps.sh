@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# deps.sh -- install what building and testing tdax needs on Debian 12:
+# Debian packages (when missing) and a Python virtual environment with the
+# pinned versions of requirements.txt in build/venv. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential pkg-config libpmem2-dev python3 python3-venv sqlite3)
+pkgs+=("$@")
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	if [ "$(id -u)" != 0 ]; then
+		echo "tdax: missing Debian packages: ${missing[*]}" >&2
+		echo "      install them with: sudo apt-get install -y ${missing[*]}" >&2
+		exit 1
+	fi
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+venv=build/venv
+stamp=$venv/.requirements
+if [ ! -x $venv/bin/python ] || ! cmp -s requirements.txt "$stamp"; then
+	echo "deps: creating $venv"
+	/usr/bin/python3 -m venv --clear $venv
+	$venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	cp requirements.txt "$stamp"
+fi

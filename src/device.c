@@ -1,0 +1,466 @@
+/*
+ * device -- create, open, validate and map the device region; persistence
+ * primitives. Every check that can refuse a path happens here, before
+ * anything is written, so bad input never costs data.
+ */
+#define _GNU_SOURCE
+#include "device.h"
+#include "crc32c.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+_Static_assert(sizeof(struct tdax_super) <= TDAX_STATE_OFF, "super overlaps state");
+_Static_assert(sizeof(struct tdax_state) <= TDAX_SEQ_OFF - TDAX_STATE_OFF, "state overlaps seq");
+
+const char *tdax_backend_name(enum tdax_backend b)
+{
+	switch (b) {
+	case TDAX_BACKEND_EMULATED: return "emulated";
+	case TDAX_BACKEND_FSDAX: return "fsdax";
+	case TDAX_BACKEND_DEVDAX: return "devdax";
+	}
+	return "unknown";
+}
+
+int tdax_backend_parse(const char *s, enum tdax_backend *out)
+{
+	for (int b = TDAX_BACKEND_EMULATED; b <= TDAX_BACKEND_DEVDAX; b++)
+		if (strcmp(s, tdax_backend_name((enum tdax_backend)b)) == 0) {
+			*out = (enum tdax_backend)b;
+			return 0;
+		}
+	return -1;
+}
+
+static uint32_t super_crc(const struct tdax_super *sb)
+{
+	return tdax_crc32c(0, sb, offsetof(struct tdax_super, crc));
+}
+
+static uint32_t state_crc(const struct tdax_state *st)
+{
+	return tdax_crc32c(0, st, offsetof(struct tdax_state, crc));
+}
+
+void tdax_drain(const struct tdax_device *dev, size_t bytes_copied)
+{
+	dev->drain();
+	if (dev->persist_cost_ns || dev->bandwidth_mbps) {
+		uint64_t ns = dev->persist_cost_ns;
+		if (dev->bandwidth_mbps)
+			ns += (uint64_t)bytes_copied * 1000u / dev->bandwidth_mbps;
+		tdax_spin_ns(ns);
+	}
+}
+
+void tdax_persist(const struct tdax_device *dev, const void *p, size_t n)
+{
+	dev->flush(p, n);
+	tdax_drain(dev, 0);
+}
+
+/* statfs of path, or of its directory when path does not exist yet. */
+static int fs_type(const char *path, long *type, struct tdax_err *err)
+{
+	struct statfs sf;
+	if (statfs(path, &sf) != 0) {
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", path);
+		if (errno != ENOENT || statfs(dirname(dir), &sf) != 0)
+			return tdax_errf(err, "%s: cannot inspect its file system: %s", path, strerror(errno));
+	}
+	*type = (long)sf.f_type;
+	return 0;
+}
+
+/* Refuse a path whose file type or file system does not fit the backend. */
+static int check_backend_path(const char *path, const struct stat *st, enum tdax_backend b,
+			      struct tdax_err *err)
+{
+	if (b == TDAX_BACKEND_DEVDAX) {
+		if (!S_ISCHR(st->st_mode))
+			return tdax_errf(err, "%s: the devdax backend needs a character device such as "
+				"/dev/dax0.0 (make one with 'ndctl create-namespace -m devdax')", path);
+		char sys[128], real[PATH_MAX];
+		snprintf(sys, sizeof(sys), "/sys/dev/char/%u:%u/subsystem",
+			 major(st->st_rdev), minor(st->st_rdev));
+		if (!realpath(sys, real) || strcmp(basename(real), "dax") != 0)
+			return tdax_errf(err, "%s: character device %u:%u is not a DAX device; "
+				"use /dev/daxX.Y, or a file with --backend emulated|fsdax",
+				path, major(st->st_rdev), minor(st->st_rdev));
+		return 0;
+	}
+	if (st && !S_ISREG(st->st_mode))
+		return tdax_errf(err, "%s: is neither a regular file nor a character device; point "
+			"--device at a file on /dev/shm (emulated), on a -o dax mount (fsdax), or at "
+			"/dev/daxX.Y (devdax)", path);
+	if (b == TDAX_BACKEND_EMULATED) {
+		long type = 0;
+		if (fs_type(path, &type, err))
+			return -1;
+		if (type != TMPFS_MAGIC && type != HUGETLBFS_MAGIC)
+			return tdax_errf(err, "%s: the emulated backend needs a file on tmpfs or hugetlbfs "
+				"(for example /dev/shm/tdax); on a -o dax mount use --backend fsdax", path);
+	}
+	return 0;
+}
+
+/*
+ * Map the whole of dev->fd with libpmem2. The emulated backend lives on
+ * tmpfs, which libpmem2 would persist with msync; tdax forces cache-line
+ * granularity there so that barriers cost what they cost on CXL memory.
+ * libpmem2 reads PMEM2_FORCE_GRANULARITY at map time only.
+ */
+static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
+{
+	struct pmem2_config *cfg = NULL;
+	int rc = pmem2_config_new(&cfg);
+	if (rc == 0)
+		rc = pmem2_config_set_required_store_granularity(cfg,
+			dev->backend == TDAX_BACKEND_EMULATED ? PMEM2_GRANULARITY_PAGE
+							      : PMEM2_GRANULARITY_CACHE_LINE);
+	if (rc == 0)
+		rc = pmem2_source_from_fd(&dev->src, dev->fd);
+	if (rc == 0) {
+		const char *old = getenv("PMEM2_FORCE_GRANULARITY");
+		char saved[32] = "";
+		if (old)
+			snprintf(saved, sizeof(saved), "%s", old);
+		if (dev->backend == TDAX_BACKEND_EMULATED)
+			setenv("PMEM2_FORCE_GRANULARITY", "CACHE_LINE", 1);
+		rc = pmem2_map_new(&dev->map, cfg, dev->src);
+		if (dev->backend == TDAX_BACKEND_EMULATED) {
+			if (old)
+				setenv("PMEM2_FORCE_GRANULARITY", saved, 1);
+			else
+				unsetenv("PMEM2_FORCE_GRANULARITY");
+		}
+	}
+	if (cfg)
+		pmem2_config_delete(&cfg);
+	if (rc != 0) {
+		if (rc == PMEM2_E_GRANULARITY_NOT_SUPPORTED)
+			return tdax_errf(err, "%s: not byte-addressable persistent memory (is the file "
+				"system mounted with -o dax?); use --backend emulated on /dev/shm "
+				"to emulate it", dev->path);
+		return tdax_errf(err, "%s: cannot map the device region: %s", dev->path,
+				 pmem2_errormsg());
+	}
+	dev->base = pmem2_map_get_address(dev->map);
+	dev->size = pmem2_map_get_size(dev->map);
+	dev->flush = pmem2_get_flush_fn(dev->map);
+	dev->drain = pmem2_get_drain_fn(dev->map);
+	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
+	if (!(flags & TDAX_OPEN_NO_PREFAULT)) {
+		/* No page faults on the hot path: huge pages where the file
+		 * system gives them, every page populated now. */
+		madvise(dev->base, dev->size, MADV_HUGEPAGE);
+		if (madvise(dev->base, dev->size, MADV_POPULATE_WRITE) != 0)
+			for (uint64_t o = 0; o < dev->size; o += 4096)
+				(void)*(volatile char *)(dev->base + o);
+	}
+	return 0;
+}
+
+static void unmap_region(struct tdax_device *dev)
+{
+	if (dev->map)
+		pmem2_map_delete(&dev->map);
+	if (dev->src)
+		pmem2_source_delete(&dev->src);
+	if (dev->fd >= 0)
+		close(dev->fd);
+	dev->fd = -1;
+}
+
+static void set_pointers(struct tdax_device *dev)
+{
+	dev->sb = (struct tdax_super *)dev->base;
+	dev->st = (struct tdax_state *)(dev->base + TDAX_STATE_OFF);
+	dev->seq = (_Atomic uint64_t *)(dev->base + TDAX_SEQ_OFF);
+	dev->reglock = (_Atomic uint32_t *)(dev->base + TDAX_REGLOCK_OFF);
+	dev->persist_cost_ns = dev->sb->persist_cost_ns;
+	dev->bandwidth_mbps = dev->sb->bandwidth_mbps;
+}
+
+void tdax_device_set_state(struct tdax_device *dev, uint32_t clean)
+{
+	struct tdax_state *st = dev->st;
+	char boot[TDAX_BOOT_ID_LEN + 1];
+	tdax_boot_id(boot);
+	if (strcmp(st->boot_id, boot) != 0)
+		atomic_store(dev->reglock, 0); /* a holder from another boot is gone */
+	memset(st->boot_id, 0, sizeof(st->boot_id));
+	memcpy(st->boot_id, boot, strlen(boot));
+	st->clean = clean;
+	st->crc = state_crc(st);
+	tdax_persist(dev, st, sizeof(*st));
+}
+
+bool tdax_device_boot_changed(const struct tdax_device *dev)
+{
+	char boot[TDAX_BOOT_ID_LEN + 1];
+	tdax_boot_id(boot);
+	if (dev->st->crc != state_crc(dev->st))
+		return true; /* unknown: assume the worst, replay */
+	return strncmp(dev->st->boot_id, boot, sizeof(dev->st->boot_id)) != 0;
+}
+
+/* Write a fresh header. The magic goes last, so a format that is cut short
+ * leaves no valid device behind. */
+static void format_region(struct tdax_device *dev, const struct tdax_create_opts *o, uint64_t cap)
+{
+	struct tdax_super *sb = (struct tdax_super *)dev->base;
+	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
+
+	memset(dev->base, 0, TDAX_HEADER_SIZE);
+	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);
+	sb->version = TDAX_LAYOUT_VERSION;
+	sb->backend = o->backend;
+	if (getrandom(sb->uuid, sizeof(sb->uuid), 0) != sizeof(sb->uuid))
+		for (size_t i = 0; i < sizeof(sb->uuid); i++)
+			sb->uuid[i] = (uint8_t)(tdax_now_ns() >> (i % 8));
+	sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
+	sb->uuid[8] = (uint8_t)((sb->uuid[8] & 0x3f) | 0x80);
+	sb->capacity = cap;
+	sb->created_unix = (uint64_t)time(NULL);
+	sb->persist_cost_ns = o->persist_cost_ns;
+	sb->bandwidth_mbps = o->bandwidth_mbps;
+	sb->files_off = TDAX_HEADER_SIZE;
+	sb->max_files = TDAX_DEFAULT_MAX_FILES;
+	sb->file_entry_size = TDAX_FILE_ENTRY_SIZE;
+	sb->segs_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	sb->seg_size = seg;
+	sb->nsegs = (uint32_t)((cap - sb->segs_off) / seg);
+	/* Zero the file table and every segment header: nothing is registered
+	 * and no segment holds records. */
+	memset(dev->base + sb->files_off, 0, (uint64_t)sb->max_files * sb->file_entry_size);
+	tdax_persist(dev, dev->base + sb->files_off, (uint64_t)sb->max_files * sb->file_entry_size);
+	for (uint32_t i = 0; i < sb->nsegs; i++) {
+		char *s = dev->base + sb->segs_off + (uint64_t)i * seg;
+		memset(s, 0, TDAX_SEG_HEADER_SIZE);
+		dev->flush(s, TDAX_SEG_HEADER_SIZE);
+	}
+	set_pointers(dev);
+	tdax_device_set_state(dev, TDAX_STATE_CLEAN);
+	sb->crc = 0;
+	memcpy(sb->magic, TDAX_MAGIC, sizeof(sb->magic));
+	sb->crc = super_crc(sb);
+	tdax_persist(dev, sb, sizeof(*sb));
+}
+
+/* Does an existing file or device already hold a tdax header? */
+static bool has_magic(int fd)
+{
+	char magic[8];
+	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       memcmp(magic, TDAX_MAGIC, sizeof(magic)) == 0;
+}
+
+static int open_error(const char *path, const char *what, struct tdax_err *err)
+{
+	if (errno == EACCES || errno == EPERM)
+		return tdax_errf(err, "%s: permission denied (%s); run as the device's owner, or "
+			"recreate it for this user with 'tdax device create --owner USER --mode 0660'",
+			path, what);
+	return tdax_errf(err, "%s: cannot %s: %s", path, what, strerror(errno));
+}
+
+int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
+{
+	struct tdax_device dev = { .fd = -1, .backend = o->backend };
+	struct stat st;
+	bool exists = stat(o->path, &st) == 0;
+	mode_t mode = o->mode ? o->mode : 0600;
+
+	snprintf(dev.path, sizeof(dev.path), "%s", o->path);
+	if (o->backend == TDAX_BACKEND_DEVDAX && !exists)
+		return tdax_errf(err, "%s: no such device; devdax needs an existing /dev/daxX.Y", o->path);
+	if (check_backend_path(o->path, exists ? &st : NULL, o->backend, err))
+		return -1;
+	if (exists && o->backend != TDAX_BACKEND_DEVDAX && !o->force)
+		return tdax_errf(err, "%s: already exists; refusing to overwrite it (it may hold "
+			"unrecovered data). Run 'tdax recover' and 'tdax device destroy' first, or "
+			"pass --force", o->path);
+
+	int oflags = O_RDWR | O_CLOEXEC | (o->backend == TDAX_BACKEND_DEVDAX ? 0 : O_CREAT);
+	dev.fd = open(o->path, oflags, mode);
+	if (dev.fd < 0)
+		return open_error(o->path, "create the device region", err);
+	if (o->backend == TDAX_BACKEND_DEVDAX && has_magic(dev.fd) && !o->force) {
+		close(dev.fd);
+		return tdax_errf(err, "%s: already holds a tdax device; refusing to reformat it. "
+			"Run 'tdax recover' and 'tdax device destroy' first, or pass --force", o->path);
+	}
+	if (o->backend != TDAX_BACKEND_DEVDAX) {
+		uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
+		if (cap < TDAX_MIN_CAPACITY) {
+			close(dev.fd);
+			unlink(o->path);
+			return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at "
+				"least %llu bytes (8M)", o->path, (unsigned long long)cap,
+				(unsigned long long)TDAX_MIN_CAPACITY);
+		}
+		int rc = ftruncate(dev.fd, 0) == 0 ? posix_fallocate(dev.fd, 0, (off_t)cap) : errno;
+		if (rc == 0 && o->set_owner && fchown(dev.fd, o->owner, o->group) != 0)
+			rc = errno;
+		if (rc == 0 && fchmod(dev.fd, mode) != 0)
+			rc = errno;
+		if (rc != 0) {
+			close(dev.fd);
+			unlink(o->path);
+			return tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s",
+					 o->path, (unsigned long long)cap, strerror(rc));
+		}
+	}
+	if (map_region(&dev, TDAX_OPEN_NO_PREFAULT, err)) {
+		unmap_region(&dev);
+		if (o->backend != TDAX_BACKEND_DEVDAX)
+			unlink(o->path);
+		return -1;
+	}
+	uint64_t cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
+	cap &= ~(uint64_t)4095;
+	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
+	if (seg < 4096 || seg % 4096 || cap < TDAX_MIN_CAPACITY ||
+	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE) / seg < 4) {
+		unmap_region(&dev);
+		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
+			"use a larger device or smaller segments", o->path, (unsigned long long)cap, seg);
+	}
+	format_region(&dev, o, cap);
+	unmap_region(&dev);
+	return 0;
+}
+
+/* Validate the header read with pread, before anything is mapped. */
+static int check_header(const char *path, const struct tdax_super *sb, uint64_t file_size,
+			struct tdax_err *err)
+{
+	if (memcmp(sb->magic, TDAX_MAGIC, sizeof(sb->magic)) != 0)
+		return tdax_errf(err, "%s: not a tdax device (bad magic); nothing was changed. Create "
+			"one with 'tdax device create --device %s' (it will not overwrite an existing "
+			"file unless given --force)", path, path);
+	if (sb->version != TDAX_LAYOUT_VERSION)
+		return tdax_errf(err, "%s: device layout version %u, this tdax reads version %u; use "
+			"the tdax that created it to recover its data, then recreate it", path,
+			sb->version, TDAX_LAYOUT_VERSION);
+	if (sb->crc != super_crc(sb))
+		return tdax_errf(err, "%s: device header checksum mismatch: the header is corrupt; "
+			"nothing was changed", path);
+	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	uint64_t segs_end = sb->segs_off + (uint64_t)sb->nsegs * sb->seg_size;
+	if (sb->backend < TDAX_BACKEND_EMULATED || sb->backend > TDAX_BACKEND_DEVDAX ||
+	    sb->files_off < TDAX_HEADER_SIZE || sb->file_entry_size != TDAX_FILE_ENTRY_SIZE ||
+	    sb->max_files == 0 || sb->max_files > (1u << 20) || sb->seg_size < 4096 ||
+	    sb->seg_size % 4096 || sb->nsegs == 0 || sb->segs_off < files_end ||
+	    segs_end > sb->capacity || sb->capacity < TDAX_MIN_CAPACITY)
+		return tdax_errf(err, "%s: device header describes an impossible layout; it is "
+			"corrupt or from another program", path);
+	if (sb->capacity > file_size)
+		return tdax_errf(err, "%s: device is truncated: its header says %llu bytes, it has "
+			"%llu", path, (unsigned long long)sb->capacity, (unsigned long long)file_size);
+	return 0;
+}
+
+int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return tdax_errf(err, "%s: no such device region; create it with 'tdax device "
+				"create --device %s'", path, path);
+		return open_error(path, "stat the device region", err);
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+		return check_backend_path(path, &st, TDAX_BACKEND_EMULATED, err);
+	if ((st.st_mode & S_IWOTH) && !(flags & TDAX_OPEN_ALLOW_SHARED))
+		return tdax_errf(err, "%s: any user can write this device region (mode %04o), so any "
+			"user could forge records; chmod o-w it, or allow it explicitly "
+			"(TDAX_ALLOW_SHARED=1)", path, (unsigned)(st.st_mode & 07777));
+
+	struct tdax_device *dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return tdax_errf(err, "%s: out of memory", path);
+	snprintf(dev->path, sizeof(dev->path), "%s", path);
+	dev->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (dev->fd < 0) {
+		open_error(path, "open the device region", err);
+		free(dev);
+		return -1;
+	}
+	uint64_t file_size = (uint64_t)st.st_size;
+	if (S_ISCHR(st.st_mode)) {
+		off_t end = lseek(dev->fd, 0, SEEK_END);
+		file_size = end > 0 ? (uint64_t)end : UINT64_MAX; /* devdax: trust the mapping */
+	}
+	struct tdax_super sb;
+	ssize_t n = pread(dev->fd, &sb, sizeof(sb), 0);
+	int rc = 0;
+	if (n != (ssize_t)sizeof(sb) || file_size < TDAX_HEADER_SIZE)
+		rc = tdax_errf(err, "%s: too small to be a tdax device (%llu bytes); nothing was "
+			"changed", path, (unsigned long long)file_size);
+	else
+		rc = check_header(path, &sb, file_size, err);
+	if (rc == 0) {
+		dev->backend = (enum tdax_backend)sb.backend;
+		rc = check_backend_path(path, &st, dev->backend, err);
+	}
+	if (rc == 0)
+		rc = map_region(dev, flags, err);
+	if (rc == 0 && dev->size < sb.capacity)
+		rc = tdax_errf(err, "%s: mapped %llu bytes, the header needs %llu", path,
+			       (unsigned long long)dev->size, (unsigned long long)sb.capacity);
+	if (rc != 0) {
+		unmap_region(dev);
+		free(dev);
+		return -1;
+	}
+	set_pointers(dev);
+	*out = dev;
+	return 0;
+}
+
+void tdax_device_close(struct tdax_device *dev)
+{
+	if (!dev)
+		return;
+	unmap_region(dev);
+	free(dev);
+}
+
+int tdax_device_destroy(const char *path, struct tdax_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return open_error(path, "stat the device region", err);
+	if (S_ISREG(st.st_mode)) {
+		if (unlink(path) != 0)
+			return open_error(path, "remove the device region", err);
+		return 0;
+	}
+	struct tdax_device *dev;
+	if (tdax_device_open(path, TDAX_OPEN_NO_PREFAULT | TDAX_OPEN_ALLOW_SHARED, &dev, err))
+		return -1;
+	memset(dev->base, 0, TDAX_HEADER_SIZE);
+	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);
+	tdax_device_close(dev);
+	return 0;
+}

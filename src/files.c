@@ -1,0 +1,130 @@
+/*
+ * files -- registration and validation of file identity entries.
+ */
+#define _GNU_SOURCE
+#include "files.h"
+#include "crc32c.h"
+
+#include <errno.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint32_t ident_crc(const struct tdax_file *f)
+{
+	uint32_t c = tdax_crc32c(0, &f->gen, offsetof(struct tdax_file, crc) -
+				 offsetof(struct tdax_file, gen));
+	return tdax_crc32c(c, f->path, strnlen(f->path, sizeof(f->path)));
+}
+
+int tdax_ident_of_fd(int fd, struct tdax_ident *id)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -1;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	int g = 0;
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	id->igen = 0;
+	id->flags = 0;
+	if (ioctl(fd, FS_IOC_GETVERSION, &g) == 0) {
+		id->igen = (uint32_t)g;
+		id->flags = TDAX_FILE_HAS_IGEN;
+	}
+	return 0;
+}
+
+bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b)
+{
+	if (a->dev != b->dev || a->ino != b->ino)
+		return false;
+	return !(a->flags & b->flags & TDAX_FILE_HAS_IGEN) || a->igen == b->igen;
+}
+
+bool tdax_file_valid(const struct tdax_file *f)
+{
+	return atomic_load(&f->state) == TDAX_FILE_ACTIVE && f->crc == ident_crc(f) &&
+	       memchr(f->path, '\0', sizeof(f->path)) != NULL;
+}
+
+static bool entry_is(const struct tdax_file *f, const struct tdax_ident *id)
+{
+	struct tdax_ident e = { f->dev, f->ino, f->igen, f->flags };
+	return tdax_file_valid(f) && tdax_ident_same(&e, id);
+}
+
+int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
+			uint32_t *gen, struct tdax_err *err)
+{
+	struct tdax_ident id;
+	if (tdax_ident_of_fd(fd, &id) != 0)
+		return tdax_errf(err, "%s: not a regular file, or fstat failed: %s", path,
+				 strerror(errno));
+	if (path[0] != '/')
+		return tdax_errf(err, "%s: not an absolute path; recovery could not find the file "
+			"again", path);
+	if (strlen(path) >= TDAX_FILE_PATH_MAX)
+		return tdax_errf(err, "%s: path longer than %d bytes; tdax leaves this file to the "
+			"kernel", path, TDAX_FILE_PATH_MAX - 1);
+
+	/* One registrar at a time across all processes, so that a file never
+	 * gets two entries. Registration happens at open, not per write. */
+	tdax_pidlock_acquire(dev->reglock);
+	int64_t free_slot = -1;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (entry_is(f, &id)) {
+			*idx = i;
+			*gen = f->gen;
+			tdax_pidlock_release(dev->reglock);
+			return 0;
+		}
+		if (free_slot < 0 && atomic_load(&f->state) != TDAX_FILE_ACTIVE)
+			free_slot = i;
+	}
+	if (free_slot < 0) {
+		tdax_pidlock_release(dev->reglock);
+		return tdax_errf(err, "%s: the device's file table is full (%u files); tdax leaves "
+			"this file to the kernel", path, dev->sb->max_files);
+	}
+	struct tdax_file *f = tdax_file_at(dev, (uint32_t)free_slot);
+	atomic_store(&f->state, TDAX_FILE_CLAIMING);
+	tdax_persist(dev, f, TDAX_CACHELINE);
+	f->gen++;
+	f->dev = id.dev;
+	f->ino = id.ino;
+	f->igen = id.igen;
+	f->flags = id.flags;
+	f->uid = (uint32_t)geteuid();
+	f->gid = (uint32_t)getegid();
+	atomic_store(&f->released_seq, 0);
+	memset(f->runtime, 0, sizeof(f->runtime));
+	memset(f->path, 0, sizeof(f->path));
+	memcpy(f->path, path, strlen(path));
+	f->crc = ident_crc(f);
+	tdax_persist(dev, f, sizeof(*f));
+	atomic_store(&f->state, TDAX_FILE_ACTIVE);
+	tdax_persist(dev, f, TDAX_CACHELINE);
+	*idx = (uint32_t)free_slot;
+	*gen = f->gen;
+	tdax_pidlock_release(dev->reglock);
+	return 0;
+}
+
+void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq)
+{
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	if (f->gen != gen)
+		return;
+	uint64_t cur = atomic_load(&f->released_seq);
+	while (cur < seq && !atomic_compare_exchange_weak(&f->released_seq, &cur, seq))
+		;
+	tdax_persist(dev, (const void *)&f->released_seq, sizeof(uint64_t));
+}

@@ -1,0 +1,69 @@
+/*
+ * files -- the file identity table in the device region. Each entry names
+ * one file by (device, inode, inode generation), keeps the path and the
+ * uid/gid of the process that registered it, and the sequence number up to
+ * which the file's log records are released (really synced). Recovery
+ * trusts an entry only when its checksum holds and opens the file only when
+ * its identity still matches.
+ */
+#ifndef TDAX_FILES_H
+#define TDAX_FILES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+
+#define TDAX_FILE_PATH_MAX 768
+
+enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
+enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */
+
+struct tdax_file {
+	_Atomic uint32_t state;        /* TDAX_FILE_* */
+	uint32_t gen;                  /* bumped each time the entry is reused */
+	uint64_t dev;
+	uint64_t ino;
+	uint64_t igen;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t flags;                /* TDAX_FILE_HAS_IGEN */
+	uint32_t crc;                  /* identity: gen .. flags and path */
+	_Atomic uint64_t released_seq; /* records with seq <= this are dead */
+	uint64_t reserved;
+	char runtime[192];             /* per-file state shared by processes (runtime) */
+	char path[TDAX_FILE_PATH_MAX];
+};
+
+_Static_assert(sizeof(struct tdax_file) == TDAX_FILE_ENTRY_SIZE, "file entry size");
+
+static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint32_t idx)
+{
+	return (struct tdax_file *)(dev->base + dev->sb->files_off +
+				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
+}
+
+/* The identity of an open file: device, inode and (where known) generation. */
+struct tdax_ident {
+	uint64_t dev, ino, igen;
+	uint32_t flags;
+};
+int tdax_ident_of_fd(int fd, struct tdax_ident *id);
+bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b);
+
+/*
+ * Find the entry for the file open as fd, or register it (path as given,
+ * the caller's uid/gid). Returns 0 with *idx and *gen set, or -1 with err set (table
+ * full, path too long, not a regular file).
+ */
+int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
+			uint32_t *gen, struct tdax_err *err);
+
+/* An entry recovery may trust: active, checksum good. */
+bool tdax_file_valid(const struct tdax_file *f);
+
+/* Mark records of (idx, gen) up to seq as released, persistently. */
+void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * recover -- bring files up to date with the device's live records.
+ *
+ * If the page cache survived (same boot, no power failure declared), every
+ * file with live records is fdatasync'ed and its records released. If it
+ * may have been lost, every live record is replayed onto its file in
+ * sequence order first. A file is opened only if it is still the file that
+ * was registered (device, inode, generation) and only with the privileges
+ * of the user who registered it. Recovery is idempotent: it releases
+ * nothing before the file is synced, so it can be killed and run again.
+ */
+#ifndef TDAX_RECOVER_H
+#define TDAX_RECOVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+
+enum tdax_file_outcome {
+	TDAX_RECOVERED = 0,   /* synced (and replayed), records released */
+	TDAX_UNMATCHED,       /* the path names another file, or none: kept */
+	TDAX_DISCARDED,       /* unmatched, and released on request */
+	TDAX_NOT_PERMITTED,   /* caller may not act for the registering user: kept */
+	TDAX_IO_FAILED,       /* write or sync failed: kept */
+};
+
+struct tdax_recover_file {
+	uint32_t idx;
+	char path[768];
+	uint64_t records;
+	uint64_t bytes;
+	enum tdax_file_outcome outcome;
+	char reason[256];
+};
+
+struct tdax_recover_damage {
+	uint32_t seg;
+	uint64_t pos;             /* offset in the segment's record area */
+	int torn;                 /* 1: torn tail, 0: corrupt in place */
+	int readable;             /* the header (file, seq, ...) could be trusted */
+	uint32_t file;
+	uint64_t seq, off;
+	uint32_t len;
+};
+
+#define TDAX_RECOVER_MAX_DAMAGE 64
+
+struct tdax_recover_report {
+	bool replay;              /* page cache lost: records were applied */
+	uint64_t records;         /* live records found */
+	uint64_t applied;         /* records written to files (replay) */
+	uint64_t bytes;           /* bytes written (replay) */
+	uint64_t corrupt;         /* damaged records skipped */
+	uint64_t torn;            /* torn segment tails (in-flight writes) */
+	uint32_t sealed;          /* segments of dead writers sealed */
+	uint32_t ndamage;         /* the first TDAX_RECOVER_MAX_DAMAGE damaged records */
+	struct tdax_recover_damage damage[TDAX_RECOVER_MAX_DAMAGE];
+	uint32_t nfiles;
+	uint32_t failed;          /* files whose records are kept */
+	struct tdax_recover_file *files;
+	double seconds;
+};
+
+struct tdax_recover_opts {
+	bool power_failure;       /* the page cache was lost: replay */
+	bool discard_unmatched;   /* release records of files that are gone */
+};
+
+/* 0 if every live record is now in its file (or discarded), 1 if some files
+ * keep their records (see the report), -1 on error (err set). */
+int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *opts,
+		 struct tdax_recover_report *rep, struct tdax_err *err);
+void tdax_recover_report_free(struct tdax_recover_report *rep);
+
+const char *tdax_outcome_name(enum tdax_file_outcome o);
+
+#endif

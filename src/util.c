@@ -1,0 +1,103 @@
+/*
+ * util -- error formatting, boot id, clocks, size parsing, pid locks.
+ */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int tdax_errf(struct tdax_err *err, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1])
+{
+	out[0] = '\0';
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, TDAX_BOOT_ID_LEN);
+	close(fd);
+	out[n == TDAX_BOOT_ID_LEN ? n : 0] = '\0';
+}
+
+uint64_t tdax_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void tdax_spin_ns(uint64_t ns)
+{
+	if (!ns)
+		return;
+	uint64_t end = tdax_now_ns() + ns;
+	while (tdax_now_ns() < end)
+		__builtin_ia32_pause();
+}
+
+int tdax_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+bool tdax_pid_alive(uint32_t pid)
+{
+	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+void tdax_pidlock_acquire(_Atomic uint32_t *word)
+{
+	uint32_t me = (uint32_t)getpid();
+	for (unsigned spins = 0;; spins++) {
+		uint32_t cur = 0;
+		if (atomic_compare_exchange_weak(word, &cur, me))
+			return;
+		if (cur != 0 && cur != me && !tdax_pid_alive(cur) &&
+		    atomic_compare_exchange_strong(word, &cur, me))
+			return; /* holder died while holding it */
+		if (spins < 64)
+			__builtin_ia32_pause();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 50000 }, NULL);
+	}
+}
+
+void tdax_pidlock_release(_Atomic uint32_t *word)
+{
+	atomic_store(word, 0);
+}

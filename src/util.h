@@ -1,0 +1,48 @@
+/*
+ * util -- small helpers every tdax module shares: error messages that name
+ * what failed and what to do, the boot id, clocks, size parsing, and the
+ * crash-tolerant inter-process lock used off the hot path.
+ */
+#ifndef TDAX_UTIL_H
+#define TDAX_UTIL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TDAX_ERRLEN 640
+#define TDAX_BOOT_ID_LEN 36
+
+/* An error for the user: what failed, on which path, and what to do. */
+struct tdax_err {
+	char msg[TDAX_ERRLEN];
+};
+
+/* Fill err (if not NULL) and return -1. */
+int tdax_errf(struct tdax_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The kernel's boot id (36 characters + NUL); "" if it cannot be read. */
+void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1]);
+
+uint64_t tdax_now_ns(void);
+
+/* Busy-wait for ns nanoseconds (emulated device costs; never sleeps). */
+void tdax_spin_ns(uint64_t ns);
+
+/* Parse "123", "64k", "256M", "1G" (powers of 1024) into *out. */
+int tdax_parse_size(const char *s, uint64_t *out);
+
+/*
+ * A lock word shared between processes that survives the death of its
+ * holder: it holds the holder's pid, and a waiter that finds the holder
+ * dead takes the lock over. For rare operations (file registration), never
+ * for the write or sync path.
+ */
+void tdax_pidlock_acquire(_Atomic uint32_t *word);
+void tdax_pidlock_release(_Atomic uint32_t *word);
+
+/* True if a process with this pid exists (it may be a reused pid). */
+bool tdax_pid_alive(uint32_t pid);
+
+#endif

@@ -1,0 +1,200 @@
+/* test_device -- create/open/validate the device region; persistence costs. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "device.h"
+
+static int try_open(const char *path, int flags, struct tdax_err *e)
+{
+	struct tdax_device *dev;
+	int rc = tdax_device_open(path, flags, &dev, e);
+	if (rc == 0)
+		tdax_device_close(dev);
+	return rc;
+}
+
+TEST(crc32c_known_vector)
+{
+	CHECK(tdax_crc32c(0, "123456789", 9) == 0xE3069283u);
+	/* Chaining two halves gives the same value as one pass. */
+	CHECK(tdax_crc32c(tdax_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u);
+}
+
+TEST(create_then_open_reports_geometry_and_state)
+{
+	struct tdax_device *dev = tdax_test_new_device(16 << 20, 1 << 20);
+	CHECK(dev);
+	CHECK(memcmp(dev->sb->magic, TDAX_MAGIC, 8) == 0);
+	CHECK(dev->sb->capacity == 16 << 20);
+	CHECK(dev->sb->nsegs == (16u << 20) / (1u << 20) - 2); /* header + file table */
+	CHECK(dev->backend == TDAX_BACKEND_EMULATED);
+	CHECK(dev->st->clean == TDAX_STATE_CLEAN);
+	CHECK(!tdax_device_boot_changed(dev));
+	struct stat st;
+	CHECK(stat(dev->path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	tdax_device_close(dev);
+}
+
+TEST(create_never_overwrites_without_force)
+{
+	const char *p = tdax_test_device();
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "precious", 8) == 8);
+	close(fd);
+	struct tdax_create_opts o = { .path = p, .backend = TDAX_BACKEND_EMULATED };
+	struct tdax_err e;
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "already exists") && strstr(e.msg, p));
+	char buf[9] = { 0 };
+	fd = open(p, O_RDONLY);
+	CHECK(read(fd, buf, 8) == 8 && strcmp(buf, "precious") == 0);
+	close(fd);
+	o.force = true;
+	CHECK(tdax_device_create(&o, &e) == 0);
+	CHECK(try_open(p, 0, &e) == 0);
+}
+
+TEST(open_rejects_foreign_file_without_touching_it)
+{
+	const char *p = tdax_test_device();
+	int fd = open(p, O_CREAT | O_RDWR, 0600);
+	char junk[8192];
+	memset(junk, 'x', sizeof(junk));
+	CHECK(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+	close(fd);
+	struct tdax_err e;
+	CHECK(try_open(p, 0, &e) == -1);
+	CHECK(strstr(e.msg, "not a tdax device") && strstr(e.msg, p));
+	char back[8192];
+	fd = open(p, O_RDONLY);
+	CHECK(read(fd, back, sizeof(back)) == (ssize_t)sizeof(back));
+	close(fd);
+	CHECK(memcmp(junk, back, sizeof(back)) == 0);
+}
+
+/* Patch bytes of the header of a fresh device at offset off. */
+static const char *patched_device(size_t off, const void *bytes, size_t n)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	if (!dev)
+		return NULL;
+	static char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dev->path);
+	tdax_device_close(dev);
+	int fd = open(path, O_RDWR);
+	ssize_t w = pwrite(fd, bytes, n, (off_t)off);
+	close(fd);
+	return w == (ssize_t)n ? path : NULL;
+}
+
+TEST(open_rejects_wrong_version)
+{
+	uint32_t v = 99;
+	const char *p = patched_device(offsetof(struct tdax_super, version), &v, 4);
+	struct tdax_err e;
+	CHECK(p && try_open(p, 0, &e) == -1);
+	CHECK(strstr(e.msg, "layout version 99"));
+}
+
+TEST(open_rejects_corrupt_header)
+{
+	uint8_t b = 0x5a;
+	const char *p = patched_device(offsetof(struct tdax_super, capacity) + 3, &b, 1);
+	struct tdax_err e;
+	CHECK(p && try_open(p, 0, &e) == -1);
+	CHECK(strstr(e.msg, "checksum mismatch"));
+}
+
+TEST(open_rejects_truncated_and_tiny_regions)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dev->path);
+	tdax_device_close(dev);
+	CHECK(truncate(path, 10 << 20) == 0);
+	struct tdax_err e;
+	CHECK(try_open(path, 0, &e) == -1);
+	CHECK(strstr(e.msg, "truncated"));
+	CHECK(truncate(path, 100) == 0);
+	CHECK(try_open(path, 0, &e) == -1);
+	CHECK(strstr(e.msg, "too small"));
+
+	struct tdax_create_opts o = { .path = tdax_test_device(), .backend = TDAX_BACKEND_EMULATED,
+				      .capacity = 1 << 20 };
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "too small"));
+	CHECK(access(o.path, F_OK) != 0); /* nothing left behind */
+}
+
+TEST(wrong_kinds_of_path_are_refused)
+{
+	struct tdax_err e;
+	CHECK(try_open(tdax_test_dir(), 0, &e) == -1);
+	CHECK(strstr(e.msg, "neither a regular file nor a character device"));
+	CHECK(try_open("/dev/shm/no-such-tdax-device", 0, &e) == -1);
+	CHECK(strstr(e.msg, "no such device region"));
+
+	struct tdax_create_opts o = { .path = "/dev/null", .backend = TDAX_BACKEND_DEVDAX };
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "not a DAX device"));
+
+	char disk[300];
+	snprintf(disk, sizeof(disk), "%s/region", tdax_test_dir());
+	o = (struct tdax_create_opts){ .path = disk, .backend = TDAX_BACKEND_EMULATED };
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "needs a file on tmpfs"));
+
+	o.backend = TDAX_BACKEND_FSDAX; /* /var/tmp is not a DAX mount */
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "-o dax"));
+	CHECK(access(disk, F_OK) != 0);
+}
+
+TEST(world_writable_region_is_refused_unless_allowed)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dev->path);
+	tdax_device_close(dev);
+	CHECK(chmod(path, 0666) == 0);
+	struct tdax_err e;
+	CHECK(try_open(path, 0, &e) == -1);
+	CHECK(strstr(e.msg, "any user can write"));
+	CHECK(try_open(path, TDAX_OPEN_ALLOW_SHARED, &e) == 0);
+}
+
+TEST(emulated_persist_cost_is_paid_per_barrier)
+{
+	struct tdax_create_opts o = { .path = tdax_test_device(), .backend = TDAX_BACKEND_EMULATED,
+				      .persist_cost_ns = 200000 };
+	struct tdax_err e;
+	struct tdax_device *dev;
+	CHECK(tdax_device_create(&o, &e) == 0 && tdax_device_open(o.path, 0, &dev, &e) == 0);
+	CHECK(dev->persist_cost_ns == 200000);
+	uint64_t t0 = tdax_now_ns();
+	for (int i = 0; i < 5; i++)
+		tdax_persist(dev, dev->base + 8192, 64);
+	CHECK(tdax_now_ns() - t0 >= 5 * 200000ull); /* a lower bound: spins never end early */
+	tdax_device_close(dev);
+}
+
+TEST(boot_change_is_detected_from_state)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	memcpy(dev->st->boot_id, "00000000-0000-0000-0000-000000000000", 36);
+	CHECK(tdax_device_boot_changed(dev)); /* also: its checksum no longer holds */
+	tdax_device_set_state(dev, TDAX_STATE_UNCLEAN);
+	CHECK(!tdax_device_boot_changed(dev));
+	CHECK(dev->st->clean == TDAX_STATE_UNCLEAN);
+	tdax_device_close(dev);
+}
