@@ -434,6 +434,8 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 		return -1;
 	}
 	set_pointers(dev);
+	static _Atomic uint64_t opens;
+	dev->open_id = atomic_fetch_add(&opens, 1) + 1;
 	*out = dev;
 	return 0;
 }

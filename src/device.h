@@ -90,6 +90,7 @@ struct tdax_device {
 	pmem2_memcpy_fn memcpy;
 	uint64_t persist_cost_ns;
 	uint64_t bandwidth_mbps;
+	uint64_t open_id;         /* unique per opening in this process */
 };
 
 struct tdax_create_opts {

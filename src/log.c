@@ -19,33 +19,31 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The segment this thread appends to, on which device. */
+/*
+ * The segment this thread appends to, and on which opening of a device
+ * (open_id: the pointer alone could be a later, different device). A thread
+ * that exits leaves its segment owned by a dead tid; tdax_log_seal_dead()
+ * seals it.
+ */
 static __thread struct {
-	struct tdax_device *dev;
+	uint64_t open_id;
 	int32_t seg;
 	uint64_t owner;
-} mine = { NULL, -1, 0 };
+} mine = { 0, -1, 0 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_key_t exit_key;
-
-static void thread_exit(void *dev)
-{
-	tdax_log_seal_mine(dev);
-}
 
 /* A child of fork() owns nothing its parent's thread owned. */
-static void forget_after_fork(void)
+static void forget(void)
 {
-	mine.dev = NULL;
+	mine.open_id = 0;
 	mine.seg = -1;
 	mine.owner = 0;
 }
 
 static void init_once(void)
 {
-	pthread_key_create(&exit_key, thread_exit);
-	pthread_atfork(NULL, NULL, forget_after_fork);
+	pthread_atfork(NULL, NULL, forget);
 }
 
 static uint64_t my_owner_id(void)
@@ -107,10 +105,11 @@ static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expec
 
 void tdax_log_seal_mine(struct tdax_device *dev)
 {
-	if (mine.dev == dev && mine.seg >= 0)
+	if (mine.open_id != dev->open_id)
+		return;
+	if (mine.seg >= 0)
 		seg_seal(dev, tdax_seg_at(dev, (uint32_t)mine.seg), mine.owner);
-	if (mine.dev == dev)
-		forget_after_fork();
+	forget();
 }
 
 /* Try to turn a sealed, dead segment into a free one. The reclaimer owns
@@ -191,14 +190,11 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 				       uint32_t fgen, struct tdax_seg_slot **slot)
 {
 	uint32_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
-	if (mine.dev != dev) {
+	if (mine.open_id != dev->open_id) {
 		pthread_once(&once, init_once);
-		if (mine.dev)
-			tdax_log_seal_mine(mine.dev);
-		mine.dev = dev;
+		mine.open_id = dev->open_id;
 		mine.seg = -1;
 		mine.owner = my_owner_id();
-		pthread_setspecific(exit_key, dev);
 	}
 	struct tdax_seg *s = mine.seg >= 0 ? tdax_seg_at(dev, (uint32_t)mine.seg) : NULL;
 	if (s && atomic_load(&s->tail) > 0 && seg_dead(dev, s))

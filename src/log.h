@@ -86,7 +86,7 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
 /* Records of (file, fgen) up to seq are in the file on flash: free them. */
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq);
 
-/* Seal the current thread's segment (thread exit; tests). */
+/* Seal the current thread's segment (before closing the device; tests). */
 void tdax_log_seal_mine(struct tdax_device *dev);
 
 /* Seal segments whose owning thread is gone; returns how many. */

@@ -216,7 +216,8 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	while (cur < c.max_seq && !atomic_compare_exchange_weak(dev->seq, &cur, c.max_seq))
 		;
 	rep->records = c.n;
-	qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
 
 	size_t nfiles = 0;
 	for (size_t i = 0; i < c.n; i++)

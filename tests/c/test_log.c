@@ -1,0 +1,380 @@
+/* test_log -- append, scan, release, reclaim, space, concurrency, damage. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "log.h"
+
+/* Register a scratch file on the disk; returns its entry index. */
+static uint32_t new_file(struct tdax_device *dev, const char *name, uint32_t *gen)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	uint32_t idx = UINT32_MAX;
+	struct tdax_err e;
+	if (fd < 0 || tdax_files_register(dev, fd, path, &idx, gen, &e) != 0)
+		fprintf(stderr, "  register %s failed\n", path);
+	close(fd);
+	return idx;
+}
+
+static void fill(char *buf, uint32_t n, uint64_t tag)
+{
+	for (uint32_t k = 0; k < n; k++)
+		buf[k] = (char)((tag * 31 + k * 7) & 0xff);
+}
+
+/* Scan collector: every valid record, plus damage counts. */
+#define MAXR (1u << 22)
+struct seen {
+	struct tdax_device *dev;
+	uint64_t n, corrupt, torn, live, bad_data;
+	uint8_t *has; /* by seq */
+};
+
+static int on_rec(void *ctx, const struct tdax_rec *r)
+{
+	struct seen *s = ctx;
+	char buf[70000];
+	fill(buf, r->len, r->off);
+	s->n++;
+	s->live += tdax_rec_live(s->dev, r);
+	if (memcmp(buf, r + 1, r->len) != 0)
+		s->bad_data++;
+	if (r->seq < MAXR)
+		s->has[r->seq] = 1;
+	return 0;
+}
+
+static void on_bad(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_damage what,
+		   const struct tdax_rec *r)
+{
+	(void)seg, (void)pos, (void)r;
+	struct seen *s = ctx;
+	if (what == TDAX_REC_CORRUPT)
+		s->corrupt++;
+	else
+		s->torn++;
+}
+
+static void scan(struct tdax_device *dev, struct seen *s)
+{
+	static uint8_t has[MAXR];
+	memset(has, 0, sizeof(has));
+	*s = (struct seen){ .dev = dev, .has = has };
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ on_rec, on_bad, s });
+}
+
+/* Append one record whose data is derived from its offset. */
+static int put(struct tdax_device *dev, uint32_t f, uint32_t g, uint64_t off, uint32_t len,
+	       uint64_t *seq)
+{
+	static __thread char buf[70000];
+	fill(buf, len, off);
+	return tdax_log_append(dev, f, g, off, buf, len, seq);
+}
+
+TEST(append_then_scan_returns_every_record_intact)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t g, f = new_file(dev, "a", &g);
+	uint64_t last = 0, seq;
+	uint32_t sizes[] = { 1, 63, 64, 65, 128, 4096, 65536 };
+	for (int i = 0; i < 7; i++) {
+		CHECK(put(dev, f, g, (uint64_t)i * 100000, sizes[i], &seq) == 0);
+		CHECK(seq > last);
+		last = seq;
+	}
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 7 && s.live == 7 && s.bad_data == 0 && s.corrupt == 0 && s.torn == 0);
+	tdax_device_close(dev);
+}
+
+TEST(release_kills_records_and_reuses_space)
+{
+	struct tdax_device *dev = tdax_test_new_device(16 << 20, 256 << 10);
+	CHECK(dev);
+	uint32_t g, f = new_file(dev, "b", &g);
+	uint64_t seq = 0;
+	for (int i = 0; i < 100; i++)
+		CHECK(put(dev, f, g, (uint64_t)i * 4096, 4096, &seq) == 0);
+	struct tdax_log_usage u1, u2;
+	tdax_log_usage(dev, &u1);
+	CHECK(u1.used >= 100 * 4096);
+	tdax_log_release(dev, f, g, seq - 10); /* all but the last 10 */
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.live == 10);
+	tdax_log_release(dev, f, g, seq);
+	scan(dev, &s);
+	CHECK(s.live == 0);
+	tdax_log_usage(dev, &u2);
+	CHECK(u2.segs_sealed == 0); /* every sealed segment was reclaimed */
+	/* The owner's own segment starts over at its next append. */
+	CHECK(put(dev, f, g, 0, 100, &seq) == 0);
+	tdax_log_usage(dev, &u2);
+	CHECK(u2.used == tdax_rec_size(100));
+	tdax_device_close(dev);
+}
+
+TEST(full_log_fails_cleanly_then_recovers_after_release)
+{
+	struct tdax_device *dev = tdax_test_new_device(8 << 20, 1 << 20);
+	CHECK(dev);
+	uint32_t g, f = new_file(dev, "c", &g);
+	uint64_t seq = 0, ok = 0;
+	int rc;
+	while ((rc = put(dev, f, g, 0, 60000, &seq)) == 0)
+		ok++;
+	CHECK(rc == -ENOSPC);
+	CHECK(ok > 50);
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	CHECK(u.segs_free == 0);
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.live == ok && s.corrupt == 0);
+	CHECK(put(dev, f, g, 0, 60000, &seq) == -ENOSPC); /* still full, still clean */
+	tdax_log_release(dev, f, g, atomic_load(dev->seq));
+	CHECK(put(dev, f, g, 0, 60000, &seq) == 0);
+	CHECK(tdax_log_append(dev, f, g, 0, "", tdax_log_max_len(dev) + 1, &seq) == -EFBIG);
+	tdax_device_close(dev);
+}
+
+TEST(one_segment_serves_at_most_its_slots_of_files)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint64_t seq;
+	for (int i = 0; i < 3 * TDAX_SEG_SLOTS; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "m%d", i);
+		uint32_t g, f = new_file(dev, name, &g);
+		CHECK(put(dev, f, g, 0, 64, &seq) == 0);
+	}
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	CHECK(u.segs_sealed == 2 && u.segs_owned == 1);
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.live == 3 * TDAX_SEG_SLOTS);
+	tdax_device_close(dev);
+}
+
+struct worker {
+	struct tdax_device *dev;
+	uint32_t f, g;
+	int n;
+	uint64_t seqs[2000];
+};
+
+static void *thread_main(void *p)
+{
+	struct worker *w = p;
+	char buf[512];
+	for (int i = 0; i < w->n; i++) {
+		memset(buf, (int)(w->f + i), sizeof(buf));
+		if (tdax_log_append(w->dev, w->f, w->g, (uint64_t)i * 512, buf, 512, &w->seqs[i]))
+			w->seqs[i] = 0;
+	}
+	return NULL;
+}
+
+static int count_rec(void *ctx, const struct tdax_rec *r)
+{
+	(void)r;
+	++*(uint64_t *)ctx;
+	return 0;
+}
+
+TEST(concurrent_threads_append_without_losing_or_sharing_sequence_numbers)
+{
+	struct tdax_device *dev = tdax_test_new_device(64 << 20, 0);
+	CHECK(dev);
+	enum { T = 8 };
+	static struct worker w[T];
+	pthread_t th[T];
+	for (int t = 0; t < T; t++) {
+		char name[16];
+		snprintf(name, sizeof(name), "t%d", t);
+		w[t] = (struct worker){ .dev = dev, .n = 2000 };
+		w[t].f = new_file(dev, name, &w[t].g);
+		CHECK(pthread_create(&th[t], NULL, thread_main, &w[t]) == 0);
+	}
+	for (int t = 0; t < T; t++)
+		pthread_join(th[t], NULL);
+	static uint8_t used[T * 2000 + 1];
+	memset(used, 0, sizeof(used));
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < 2000; i++) {
+			uint64_t q = w[t].seqs[i];
+			CHECK(q >= 1 && q <= T * 2000 && !used[q]);
+			used[q] = 1;
+		}
+	uint64_t n = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ count_rec, NULL, &n });
+	CHECK(n == T * 2000);
+	tdax_device_close(dev);
+}
+
+/* Children append as fast as they can and report each acknowledged
+ * sequence number on a pipe; the parent kills them at random instants.
+ * Every acknowledged record must be found intact afterwards, and the torn
+ * tails (at most one per killed writer) hide nothing. */
+TEST(sigkilled_writer_processes_lose_nothing_acknowledged)
+{
+	struct tdax_device *dev = tdax_test_new_device(128 << 20, 256 << 10);
+	CHECK(dev);
+	srand((unsigned)time(NULL));
+	for (int round = 0; round < 5; round++) {
+		enum { P = 4 };
+		int fds[2];
+		CHECK(pipe(fds) == 0);
+		pid_t pids[P];
+		uint32_t files[P], gens[P];
+		for (int p = 0; p < P; p++) {
+			char name[32];
+			snprintf(name, sizeof(name), "p%d-%d", round, p);
+			files[p] = new_file(dev, name, &gens[p]);
+			pids[p] = fork();
+			if (pids[p] == 0) {
+				close(fds[0]);
+				for (uint64_t i = 0;; i++) {
+					uint64_t seq;
+					if (put(dev, files[p], gens[p], i * 1000, 100 + (uint32_t)(i % 300),
+						&seq) == 0 &&
+					    write(fds[1], &seq, sizeof(seq)) != sizeof(seq))
+						_exit(1);
+				}
+			}
+		}
+		close(fds[1]);
+		usleep(10000 + (useconds_t)(rand() % 40000));
+		for (int p = 0; p < P; p++)
+			kill(pids[p], SIGKILL);
+		for (int p = 0; p < P; p++)
+			waitpid(pids[p], NULL, 0);
+		CHECK(tdax_log_seal_dead(dev) == P);
+		struct seen s;
+		scan(dev, &s);
+		uint64_t seq, acked = 0, missing = 0;
+		while (read(fds[0], &seq, sizeof(seq)) == sizeof(seq)) {
+			acked++;
+			missing += seq >= MAXR || !s.has[seq];
+		}
+		close(fds[0]);
+		CHECK(acked > 0);
+		CHECK(missing == 0);
+		CHECK(s.corrupt == 0 && s.bad_data == 0 && s.torn <= P);
+		for (int p = 0; p < P; p++)
+			tdax_log_release(dev, files[p], gens[p], atomic_load(dev->seq));
+		struct tdax_log_usage u;
+		tdax_log_usage(dev, &u);
+		CHECK(u.segs_sealed == 0 && u.segs_owned == 0);
+	}
+	tdax_device_close(dev);
+}
+
+static int first_seg(void *ctx, const struct tdax_rec *r)
+{
+	*(uint32_t *)ctx = r->seg;
+	return 1;
+}
+
+/* The record area of the (only) segment holding records, to damage it. */
+static char *rec_area(struct tdax_device *dev)
+{
+	uint32_t seg = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ first_seg, NULL, &seg });
+	return (char *)tdax_seg_at(dev, seg) + TDAX_SEG_HEADER_SIZE;
+}
+
+/* Ten 200-byte records of one file in segment 0; returns the device. */
+static struct tdax_device *ten_records(uint64_t *size_each)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	if (!dev)
+		return NULL;
+	uint32_t g, f = new_file(dev, "d", &g);
+	uint64_t seq;
+	for (int i = 0; i < 10; i++)
+		put(dev, f, g, (uint64_t)i * 200, 200, &seq);
+	*size_each = tdax_rec_size(200);
+	return dev;
+}
+
+TEST(flipped_bit_in_data_skips_only_that_record)
+{
+	uint64_t sz;
+	struct tdax_device *dev = ten_records(&sz);
+	CHECK(dev);
+	rec_area(dev)[4 * sz + sizeof(struct tdax_rec) + 17] ^= 0x10;
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 9 && s.corrupt == 1 && s.torn == 0 && s.bad_data == 0);
+	tdax_device_close(dev);
+}
+
+TEST(flipped_bit_in_header_skips_only_that_record)
+{
+	uint64_t sz;
+	struct tdax_device *dev = ten_records(&sz);
+	CHECK(dev);
+	rec_area(dev)[4 * sz + offsetof(struct tdax_rec, len)] ^= 0x01;
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 9 && s.corrupt == 1 && s.torn == 0);
+	tdax_device_close(dev);
+}
+
+TEST(zeroed_page_skips_only_the_records_in_it)
+{
+	uint64_t sz;
+	struct tdax_device *dev = ten_records(&sz);
+	CHECK(dev);
+	memset(rec_area(dev) + 2 * sz, 0, 2 * sz); /* records 2 and 3 */
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 8 && s.corrupt == 1 && s.torn == 0);
+	tdax_device_close(dev);
+}
+
+TEST(record_cut_mid_write_is_a_torn_tail)
+{
+	uint64_t sz;
+	struct tdax_device *dev = ten_records(&sz);
+	CHECK(dev);
+	memset(rec_area(dev) + 9 * sz + 100, 0, sz - 100); /* second half of the last */
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 9 && s.torn == 1 && s.corrupt == 0);
+	tdax_device_close(dev);
+}
+
+TEST(records_of_an_earlier_epoch_are_never_read_again)
+{
+	uint64_t sz;
+	struct tdax_device *dev = ten_records(&sz);
+	CHECK(dev);
+	struct tdax_rec *r = (struct tdax_rec *)rec_area(dev);
+	tdax_log_release(dev, r->file, r->fgen, atomic_load(dev->seq));
+	uint64_t seq;
+	CHECK(put(dev, r->file, r->fgen, 0, 100, &seq) == 0); /* segment reset, 1 new record */
+	tdax_file_at(dev, r->file)->released_seq = 0;         /* make old records "live" */
+	struct seen s;
+	scan(dev, &s);
+	CHECK(s.n == 1 && s.corrupt == 0);
+	tdax_device_close(dev);
+}

@@ -1,0 +1,312 @@
+/* test_recover -- checkpoint and replay, identity and privilege checks,
+ * damaged records, and recovery killed half-way then run again. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "log.h"
+#include "recover.h"
+
+struct tfile {
+	char path[512];
+	uint32_t idx, gen;
+	char expect[1 << 16]; /* what the file must hold after recovery */
+	size_t size;
+};
+
+static int open_register(struct tdax_device *dev, struct tfile *t, const char *name)
+{
+	snprintf(t->path, sizeof(t->path), "%s/%s", tdax_test_dir(), name);
+	unlink(t->path);
+	int fd = open(t->path, O_RDWR | O_CREAT, 0644);
+	struct tdax_err e;
+	if (fd < 0 || tdax_files_register(dev, fd, t->path, &t->idx, &t->gen, &e)) {
+		fprintf(stderr, "  register: %s\n", e.msg);
+		return -1;
+	}
+	t->size = 0;
+	return fd;
+}
+
+/* A write under tdax: optionally into the file (page cache), always into
+ * the log; the expected contents follow. */
+static int tw(struct tdax_device *dev, struct tfile *t, int fd, uint64_t off, const char *s,
+	      bool to_file)
+{
+	size_t n = strlen(s);
+	uint64_t seq;
+	if (to_file && pwrite(fd, s, n, (off_t)off) != (ssize_t)n)
+		return -1;
+	memcpy(t->expect + off, s, n);
+	if (off + n > t->size)
+		t->size = off + n;
+	return tdax_log_append(dev, t->idx, t->gen, off, s, (uint32_t)n, &seq);
+}
+
+static bool file_is(const struct tfile *t)
+{
+	static char buf[1 << 16];
+	int fd = open(t->path, O_RDONLY);
+	ssize_t n = read(fd, buf, sizeof(buf));
+	close(fd);
+	return n == (ssize_t)t->size && memcmp(buf, t->expect, t->size) == 0;
+}
+
+/* Live records in the device (segments written by this process). */
+static uint64_t live_records(struct tdax_device *dev)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		const struct tdax_seg *s = tdax_seg_at(dev, i);
+		const char *p = (const char *)s + TDAX_SEG_HEADER_SIZE;
+		for (uint64_t pos = 0; pos < atomic_load(&s->tail);) {
+			const struct tdax_rec *rec = (const struct tdax_rec *)(p + pos);
+			n += tdax_rec_live(dev, rec);
+			pos += tdax_rec_size(rec->len);
+		}
+	}
+	return n;
+}
+
+TEST(replay_rebuilds_files_whose_page_cache_was_lost)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a, b;
+	int fa = open_register(dev, &a, "ra"), fb = open_register(dev, &b, "rb");
+	CHECK(fa >= 0 && fb >= 0);
+	/* Overlapping writes: the later one must win; a write past the end
+	 * extends the file. Nothing reaches the files themselves. */
+	CHECK(tw(dev, &a, fa, 0, "hello world", false) == 0);
+	CHECK(tw(dev, &b, fb, 100, "second file", false) == 0);
+	CHECK(tw(dev, &a, fa, 6, "WORLD!", false) == 0);
+	CHECK(tw(dev, &a, fa, 3000, "far away", false) == 0);
+	memset(b.expect, 0, 100);
+	memset(a.expect + 12, 0, 3000 - 12);
+	close(fa);
+	close(fb);
+	tdax_log_seal_mine(dev);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.replay && r.records == 4 && r.applied == 4 && r.nfiles == 2 && r.failed == 0);
+	CHECK(file_is(&a) && file_is(&b));
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+
+	/* Idempotent: nothing left to do, files unchanged. */
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.records == 0 && file_is(&a));
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(same_boot_recovery_only_syncs_and_releases)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "ca");
+	CHECK(tw(dev, &a, fa, 0, "in the page cache", true) == 0);
+	/* A later write tdax did not log: replay would wrongly undo it. */
+	CHECK(pwrite(fa, "IN", 2, 0) == 2);
+	memcpy(a.expect, "IN", 2);
+	close(fa);
+	struct tdax_recover_opts o = { 0 };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(!r.replay && r.records == 1 && r.applied == 0 && r.files[0].outcome == TDAX_RECOVERED);
+	CHECK(file_is(&a));
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(replaced_file_is_not_written_and_is_reported)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "ia");
+	CHECK(tw(dev, &a, fa, 0, "old inode data", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	/* The path now names another file. */
+	CHECK(unlink(a.path) == 0);
+	int fd = open(a.path, O_CREAT | O_WRONLY, 0644);
+	CHECK(write(fd, "new", 3) == 3);
+	close(fd);
+	memcpy(a.expect, "new", 3);
+	a.size = 3;
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_UNMATCHED && r.applied == 0);
+	CHECK(strstr(r.files[0].reason, "another file"));
+	CHECK(file_is(&a));
+	CHECK(live_records(dev) == 1); /* kept */
+	tdax_recover_report_free(&r);
+
+	o.discard_unmatched = true;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.files[0].outcome == TDAX_DISCARDED && file_is(&a));
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(records_are_applied_only_with_the_recorders_privileges)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "  needs root to act as another user\n");
+		tdax_test_failed = 1;
+		return;
+	}
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	/* A root-owned file nobody may write... */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/rootfile", tdax_test_dir());
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
+	CHECK(fd >= 0 && write(fd, "root data", 9) == 9);
+	CHECK(chmod(tdax_test_dir(), 0755) == 0);
+	/* ...registered and logged by user nobody (65534), through an fd that
+	 * nobody was handed (as a forged record would be). */
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(1);
+		uint32_t idx, gen;
+		uint64_t seq;
+		struct tdax_err e;
+		if (tdax_files_register(dev, fd, path, &idx, &gen, &e) ||
+		    tdax_log_append(dev, idx, gen, 0, "PWNED", 5, &seq))
+			_exit(2);
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(fd);
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_NOT_PERMITTED && r.applied == 0);
+	char buf[16] = { 0 };
+	fd = open(path, O_RDONLY);
+	CHECK(read(fd, buf, sizeof(buf)) == 9 && memcmp(buf, "root data", 9) == 0);
+	close(fd);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(corrupt_record_is_skipped_and_every_other_one_applied)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "xa");
+	char line[64];
+	for (int i = 0; i < 20; i++) {
+		snprintf(line, sizeof(line), "record %02d|", i);
+		CHECK(tw(dev, &a, fa, (uint64_t)i * 10, line, false) == 0);
+	}
+	close(fa);
+	/* Flip a bit in the data of record 7. */
+	struct tdax_seg *s = NULL;
+	for (uint32_t i = 0; i < dev->sb->nsegs && !s; i++)
+		if (atomic_load(&tdax_seg_at(dev, i)->tail))
+			s = tdax_seg_at(dev, i);
+	CHECK(s);
+	char *rec7 = (char *)s + TDAX_SEG_HEADER_SIZE + 7 * tdax_rec_size(10);
+	rec7[sizeof(struct tdax_rec) + 3] ^= 0x04;
+	memset(a.expect + 70, 0, 10); /* record 7 is lost: its bytes stay a hole */
+	tdax_log_seal_mine(dev);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.corrupt == 1 && r.applied == 19 && r.ndamage == 1 && !r.damage[0].torn);
+	CHECK(r.damage[0].readable && r.damage[0].off == 70 && r.damage[0].len == 10);
+	CHECK(file_is(&a));
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(recovery_killed_half_way_completes_when_run_again)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a, b;
+	int fa = open_register(dev, &a, "ka"), fb = open_register(dev, &b, "kb");
+	char line[64];
+	for (int i = 0; i < 200; i++) {
+		snprintf(line, sizeof(line), "<%03d>", i);
+		CHECK(tw(dev, i % 2 ? &a : &b, i % 2 ? fa : fb, (uint64_t)(i / 2) * 5, line, false) == 0);
+		CHECK(tw(dev, i % 2 ? &a : &b, i % 2 ? fa : fb, (uint64_t)(i / 4) * 5, "#", false) == 0);
+	}
+	close(fa);
+	close(fb);
+	tdax_log_seal_mine(dev);
+	int killed = 0;
+	for (int kill_after = 1; kill_after <= 300; kill_after += 37) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			char v[16];
+			snprintf(v, sizeof(v), "%d", kill_after);
+			setenv("TDAX_TEST_RECOVER_KILL_AFTER", v, 1);
+			struct tdax_recover_opts o = { .power_failure = true };
+			struct tdax_recover_report r;
+			struct tdax_err e;
+			_exit(tdax_recover(dev, &o, &r, &e) == 0 ? 0 : 1);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		/* Killed, or done once fewer records than kill_after were left. */
+		CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) || (WIFEXITED(st) && !WEXITSTATUS(st)));
+		killed += WIFSIGNALED(st);
+	}
+	CHECK(killed >= 4);
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.failed == 0);
+	CHECK(file_is(&a) && file_is(&b));
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(replay_is_refused_while_a_writer_is_alive)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "la");
+	CHECK(tw(dev, &a, fa, 0, "x", true) == 0); /* this thread now owns a segment */
+	close(fa);
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == -1);
+	CHECK(strstr(e.msg, "is writing to this device"));
+	o.power_failure = false; /* a checkpoint is safe while others write */
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0 && r.files[0].outcome == TDAX_RECOVERED);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
