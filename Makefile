@@ -6,7 +6,9 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -pthread
 
 B       := build
-CORE    := crc32c util device files log recover
+CORE    := crc32c util device files log recover stats
+PRELOAD := runtime lsync writeback interpose
+PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
 SAN_O   := $(CORE:%=$(B)/san/%.o)
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -15,7 +17,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-py demo bench-log clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/bin/tdax-logbench $(B)/tests/logwriter
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -29,12 +31,16 @@ $(B)/bin/tdax: $(B)/obj/cli.o $(CORE_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
 
-$(B)/lib/libtdax.so: $(CORE_O)
+$(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
 
 $(B)/bin/tdax-logbench: bench/logbench.c $(CORE_O) $(HDRS)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
+$(B)/bin/tdax-appendloop: bench/appendloop.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< -o $@
 
 $(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)

@@ -55,6 +55,7 @@ int main(int argc, char **argv)
 	struct tdax_create_opts o = { .path = devpath, .backend = TDAX_BACKEND_EMULATED,
 				      .capacity = 256 << 20, .persist_cost_ns = cost };
 	struct tdax_err e;
+	bool created;
 	struct tdax_device *dev;
 	if (tdax_device_create(&o, &e) || tdax_device_open(devpath, 0, &dev, &e)) {
 		fprintf(stderr, "tdax-logbench: %s\n", e.msg);
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
 	}
 	int fd = open(filepath, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	uint32_t idx, gen;
-	if (fd < 0 || tdax_files_register(dev, fd, filepath, &idx, &gen, &e)) {
+	if (fd < 0 || tdax_files_register(dev, fd, filepath, &idx, &gen, &created, &e)) {
 		fprintf(stderr, "tdax-logbench: %s: cannot open or register\n", filepath);
 		return 1;
 	}

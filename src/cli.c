@@ -17,6 +17,7 @@
 #include "files.h"
 #include "log.h"
 #include "recover.h"
+#include "stats.h"
 
 /* Exit codes (documented in docs/cli.md). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
@@ -283,8 +284,13 @@ static int cmd_device_info(int argc, char **argv)
 		       (unsigned long long)lc.records, (unsigned long long)lc.bytes, files,
 		       sb->max_files, (unsigned long long)atomic_load(dev->seq), state);
 		json_str(stdout, dev->st->boot_id);
-		printf(", \"boot_changed\": %s, \"persistence\": \"%s\"}\n", changed ? "true" : "false",
-		       persistence);
+		printf(", \"boot_changed\": %s, \"persistence\": \"%s\", \"counters\": {",
+		       changed ? "true" : "false", persistence);
+		for (int i = 0; i < TDAX_ST_COUNT; i++)
+			printf("%s\"%s%s\": %llu", i ? ", " : "", i >= TDAX_ST_FALLBACK0 ? "fallback_" : "",
+			       tdax_stat_name((enum tdax_stat)i),
+			       (unsigned long long)atomic_load(&tdax_stats(dev)[i]));
+		printf("}}\n");
 	} else {
 		printf("device:      %s\nbackend:     %s (%s)\nuuid:        %s\n", a.path,
 		       tdax_backend_name(dev->backend), persistence, uuid);
@@ -298,6 +304,9 @@ static int cmd_device_info(int argc, char **argv)
 		printf("files:       %u registered (of %u)\n", files, sb->max_files);
 		printf("state:       %s; last used in boot %s%s\n", state, dev->st->boot_id,
 		       changed ? " (not this boot: run 'tdax recover' to replay)" : " (this boot)");
+		printf("syncs:       %llu answered in the device, %llu by the kernel\n",
+		       (unsigned long long)atomic_load(&tdax_stats(dev)[TDAX_ST_LIGHT_SYNCS]),
+		       (unsigned long long)atomic_load(&tdax_stats(dev)[TDAX_ST_REAL_SYNCS]));
 		if (sb->persist_cost_ns || sb->bandwidth_mbps)
 			printf("emulation:   +%llu ns per persist barrier, bandwidth cap %llu MB/s\n",
 			       (unsigned long long)sb->persist_cost_ns,
@@ -441,6 +450,127 @@ static int cmd_recover(int argc, char **argv)
 	return rc ? EXIT_INCOMPLETE : EXIT_OK;
 }
 
+/* ---- tdax run ---------------------------------------------------------- */
+
+static const char run_help[] =
+	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] -- CMD [ARGS...]\n"
+	"\n"
+	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
+	"device are answered there; everything else goes to the kernel as usual.\n"
+	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE ";\n"
+	"                  the default one is created on first use, emulated on /dev/shm)\n"
+	"  --policy P      thesis (default: the tracking policy; until it lands it acts as\n"
+	"                  always), always (upgrade every range), never (track, never upgrade)\n"
+	"  --quiet         no fallback warnings on stderr (counters still count)\n"
+	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
+	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
+	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if tdax could not start it.\n";
+
+/* build/bin/tdax -> build/lib/libtdax.so (or $TDAX_LIB). */
+static int find_library(char *out, size_t len)
+{
+	const char *env = getenv("TDAX_LIB");
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, R_OK);
+	}
+	char exe[PATH_MAX - 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	*slash = '\0';
+	snprintf(out, len, "%s/../lib/libtdax.so", exe);
+	return access(out, R_OK);
+}
+
+/* Open (creating the default device on first use) and bring it up to date,
+ * so that problems are reported here, before the application starts. */
+static int prepare_device(const char *path, bool explicit_path)
+{
+	struct tdax_err e;
+	if (!explicit_path && access(path, F_OK) != 0) {
+		struct tdax_create_opts o = { .path = path, .backend = TDAX_BACKEND_EMULATED };
+		if (tdax_device_create(&o, &e))
+			return fail(&e);
+		fprintf(stderr, "tdax: created the default device %s (emulated on /dev/shm: it "
+			"survives process crashes and simulated power failures, not real power loss)\n",
+			path);
+	}
+	struct tdax_device *dev;
+	if (tdax_device_open(path, open_flags(), &dev, &e))
+		return fail(&e);
+	int rc = EXIT_OK;
+	if (tdax_device_boot_changed(dev)) {
+		struct tdax_recover_report r;
+		rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
+		if (rc < 0) {
+			rc = fail(&e);
+		} else {
+			fprintf(stderr, "tdax: the machine restarted since %s was last used: replayed %llu "
+				"records onto %u files\n", path, (unsigned long long)r.applied, r.nfiles);
+			if (rc > 0)
+				fprintf(stderr, "tdax: some files keep their records; see 'tdax recover "
+					"--device %s'\n", path);
+			rc = EXIT_OK;
+			tdax_recover_report_free(&r);
+		}
+	}
+	tdax_device_close(dev);
+	return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
+		{ "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	const char *device = NULL, *policy = NULL;
+	bool quiet = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 'p':
+			if (strcmp(optarg, "thesis") && strcmp(optarg, "always") && strcmp(optarg, "never"))
+				return usage_error("run", "unknown policy '%s' (thesis, always, never)", optarg);
+			policy = optarg;
+			break;
+		case 'q': quiet = true; break;
+		case 'h': fputs(run_help, stdout); return EXIT_OK;
+		default: return usage_error("run", "%s", "bad option");
+		}
+	}
+	if (optind >= argc)
+		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
+	const char *path = device ? device : default_device();
+	char abs[PATH_MAX], lib[PATH_MAX + 32], libabs[PATH_MAX];
+	if (find_library(lib, sizeof(lib)) != 0) {
+		fprintf(stderr, "tdax: cannot find libtdax.so next to this tdax (%s); run 'make' or set "
+			"TDAX_LIB\n", lib);
+		return EXIT_FAIL;
+	}
+	int rc = prepare_device(path, device != NULL || getenv("TDAX_DEVICE"));
+	if (rc != EXIT_OK)
+		return rc;
+	if (!realpath(path, abs) || !realpath(lib, libabs))
+		return fail(&(struct tdax_err){ "cannot resolve the device or library path" });
+	const char *pre = getenv("LD_PRELOAD");
+	char preload[2 * PATH_MAX];
+	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
+	setenv("LD_PRELOAD", preload, 1);
+	setenv("TDAX_DEVICE", abs, 1);
+	if (policy)
+		setenv("TDAX_POLICY", policy, 1);
+	if (quiet)
+		setenv("TDAX_QUIET", "1", 1);
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char main_help[] =
@@ -450,6 +580,7 @@ static const char main_help[] =
 	"  device info      show a device region's header, state and usage\n"
 	"  device destroy   remove a device region\n"
 	"  recover          sync or replay the records left in a device\n"
+	"  run              run a command with lightweight syncs\n"
 	"\n"
 	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE ".\n"
 	"Exit status: 0 success, 1 failure (the message says what and what to do),\n"
@@ -464,6 +595,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "recover") == 0)
 		return cmd_recover(argc - 1, argv + 1);
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "device") == 0 && argc >= 3) {
 		if (strcmp(argv[2], "create") == 0)
 			return cmd_device_create(argc - 2, argv + 2);

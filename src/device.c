@@ -168,15 +168,20 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	dev->flush = pmem2_get_flush_fn(dev->map);
 	dev->drain = pmem2_get_drain_fn(dev->map);
 	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
-	if (!(flags & TDAX_OPEN_NO_PREFAULT)) {
-		/* No page faults on the hot path: huge pages where the file
-		 * system gives them, every page populated now. */
-		madvise(dev->base, dev->size, MADV_HUGEPAGE);
-		if (madvise(dev->base, dev->size, MADV_POPULATE_WRITE) != 0)
-			for (uint64_t o = 0; o < dev->size; o += 4096)
-				(void)*(volatile char *)(dev->base + o);
-	}
+	madvise(dev->base, dev->size, MADV_HUGEPAGE);
+	if (!(flags & TDAX_OPEN_NO_PREFAULT))
+		tdax_device_prefault(dev, dev->base, dev->size);
 	return 0;
+}
+
+void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n)
+{
+	(void)dev;
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	n += (uintptr_t)p - a;
+	if (madvise((void *)a, n, MADV_POPULATE_WRITE) != 0)
+		for (size_t o = 0; o < n; o += 4096)
+			(void)*(volatile char *)(a + o);
 }
 
 static void unmap_region(struct tdax_device *dev)

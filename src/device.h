@@ -109,7 +109,7 @@ struct tdax_create_opts {
 
 enum {
 	TDAX_OPEN_ALLOW_SHARED = 1, /* accept a region other users can write */
-	TDAX_OPEN_NO_PREFAULT = 2,  /* short-lived tools: skip pre-faulting */
+	TDAX_OPEN_NO_PREFAULT = 2,  /* pre-fault nothing now (segments are pre-faulted when claimed) */
 };
 
 const char *tdax_backend_name(enum tdax_backend b);
@@ -124,6 +124,10 @@ void tdax_device_close(struct tdax_device *dev);
 
 /* Remove an emulated/fsdax region file, or wipe a devdax header. */
 int tdax_device_destroy(const char *path, struct tdax_err *err);
+
+/* Map every page of [p, p+n) now, so that no access to it faults later
+ * (the hot path never takes a page fault on the region). */
+void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n);
 
 /* Persistence: flush a range (no ordering yet) / drain (fence + emulated cost). */
 static inline void tdax_flush(const struct tdax_device *dev, const void *p, size_t n)

@@ -54,14 +54,80 @@ bool tdax_file_valid(const struct tdax_file *f)
 	       memchr(f->path, '\0', sizeof(f->path)) != NULL;
 }
 
+/* Cheap comparisons first: the checksum is computed only on a match. */
 static bool entry_is(const struct tdax_file *f, const struct tdax_ident *id)
 {
 	struct tdax_ident e = { f->dev, f->ino, f->igen, f->flags };
-	return tdax_file_valid(f) && tdax_ident_same(&e, id);
+	return f->ino == id->ino && atomic_load(&f->state) == TDAX_FILE_ACTIVE &&
+	       tdax_ident_same(&e, id) && tdax_file_valid(f);
+}
+
+static int find_locked(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
+		       uint32_t *gen, int64_t *free_slot)
+{
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (entry_is(f, id)) {
+			*idx = i;
+			*gen = f->gen;
+			return 0;
+		}
+		if (free_slot && *free_slot < 0 && atomic_load(&f->state) != TDAX_FILE_ACTIVE)
+			*free_slot = i;
+	}
+	return -1;
+}
+
+int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
+		    uint32_t *gen)
+{
+	return find_locked(dev, id, idx, gen, NULL);
+}
+
+/* Set path and identity checksum of an entry and persist it. */
+static void set_path(struct tdax_device *dev, struct tdax_file *f, const char *path)
+{
+	memset(f->path, 0, sizeof(f->path));
+	memcpy(f->path, path, strlen(path));
+	f->crc = ident_crc(f);
+	tdax_persist(dev, f, offsetof(struct tdax_file, rt));
+	tdax_persist(dev, f->path, sizeof(f->path));
+}
+
+int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path)
+{
+	if (path[0] != '/' || strlen(path) >= TDAX_FILE_PATH_MAX)
+		return -1;
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	tdax_pidlock_acquire(dev->reglock);
+	int rc = -1;
+	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE) {
+		/* Invalid while the path changes: recovery skips it, and it has
+		 * no live records to skip. */
+		atomic_store(&f->state, TDAX_FILE_CLAIMING);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+		set_path(dev, f, path);
+		atomic_store(&f->state, TDAX_FILE_ACTIVE);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+		rc = 0;
+	}
+	tdax_pidlock_release(dev->reglock);
+	return rc;
+}
+
+void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen)
+{
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	tdax_pidlock_acquire(dev->reglock);
+	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE) {
+		atomic_store(&f->state, TDAX_FILE_FREE);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+	}
+	tdax_pidlock_release(dev->reglock);
 }
 
 int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
-			uint32_t *gen, struct tdax_err *err)
+			uint32_t *gen, bool *created, struct tdax_err *err)
 {
 	struct tdax_ident id;
 	if (tdax_ident_of_fd(fd, &id) != 0)
@@ -78,16 +144,10 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	 * gets two entries. Registration happens at open, not per write. */
 	tdax_pidlock_acquire(dev->reglock);
 	int64_t free_slot = -1;
-	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
-		struct tdax_file *f = tdax_file_at(dev, i);
-		if (entry_is(f, &id)) {
-			*idx = i;
-			*gen = f->gen;
-			tdax_pidlock_release(dev->reglock);
-			return 0;
-		}
-		if (free_slot < 0 && atomic_load(&f->state) != TDAX_FILE_ACTIVE)
-			free_slot = i;
+	*created = false;
+	if (find_locked(dev, &id, idx, gen, &free_slot) == 0) {
+		tdax_pidlock_release(dev->reglock);
+		return 0;
 	}
 	if (free_slot < 0) {
 		tdax_pidlock_release(dev->reglock);
@@ -105,15 +165,13 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	f->uid = (uint32_t)geteuid();
 	f->gid = (uint32_t)getegid();
 	atomic_store(&f->released_seq, 0);
-	memset(f->runtime, 0, sizeof(f->runtime));
-	memset(f->path, 0, sizeof(f->path));
-	memcpy(f->path, path, strlen(path));
-	f->crc = ident_crc(f);
-	tdax_persist(dev, f, sizeof(*f));
+	memset(f->rt_space, 0, sizeof(f->rt_space));
+	set_path(dev, f, path);
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
 	tdax_persist(dev, f, TDAX_CACHELINE);
 	*idx = (uint32_t)free_slot;
 	*gen = f->gen;
+	*created = true;
 	tdax_pidlock_release(dev->reglock);
 	return 0;
 }

@@ -20,6 +20,22 @@
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
 enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */
 
+/*
+ * Per-file state of the runtime, shared by every process using the file
+ * (PostgreSQL has many processes writing one WAL file). Lives in the device
+ * so that all of them see one copy; none of it is needed for recovery.
+ */
+struct tdax_file_rt {
+	_Atomic uint64_t uncovered;    /* changes since the last real sync the log does not hold */
+	_Atomic uint64_t size_seen;    /* file size as tdax writers left it (sync guard) */
+	_Atomic uint64_t logged_bytes; /* bytes logged since the last checkpoint */
+	_Atomic uint64_t first_log_ns; /* CLOCK_MONOTONIC of the oldest unreleased record, 0 = none */
+	_Atomic int32_t wb_error;      /* errno of a failed background sync, for the next sync */
+	_Atomic uint32_t lock;         /* pid lock: writes that depend on the file position */
+	_Atomic uint32_t unmanaged;    /* a write path tdax cannot see: TDAX_FB_* reason, 0 = none */
+	_Atomic uint32_t rewrite;      /* a sync failed: re-apply the records before trusting one */
+};
+
 struct tdax_file {
 	_Atomic uint32_t state;        /* TDAX_FILE_* */
 	uint32_t gen;                  /* bumped each time the entry is reused */
@@ -32,7 +48,10 @@ struct tdax_file {
 	uint32_t crc;                  /* identity: gen .. flags and path */
 	_Atomic uint64_t released_seq; /* records with seq <= this are dead */
 	uint64_t reserved;
-	char runtime[192];             /* per-file state shared by processes (runtime) */
+	union {
+		struct tdax_file_rt rt;
+		char rt_space[192];
+	};
 	char path[TDAX_FILE_PATH_MAX];
 };
 
@@ -54,14 +73,25 @@ bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b);
 
 /*
  * Find the entry for the file open as fd, or register it (path as given,
- * the caller's uid/gid). Returns 0 with *idx and *gen set, or -1 with err set (table
+ * the caller's uid/gid). Returns 0 with *idx and *gen set (*created tells whether the entry is new), or -1 with err set (table
  * full, path too long, not a regular file).
  */
 int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
-			uint32_t *gen, struct tdax_err *err);
+			uint32_t *gen, bool *created, struct tdax_err *err);
 
 /* An entry recovery may trust: active, checksum good. */
 bool tdax_file_valid(const struct tdax_file *f);
+
+/* Look up a registered file by identity: 0 with *idx and *gen set if found. */
+int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
+		    uint32_t *gen);
+
+/* The file was renamed: record its new absolute path (its records must have
+ * been released before, so none refers to the old one). */
+int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path);
+
+/* The file is gone (last link removed, records released): free the entry. */
+void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
 /* Mark records of (idx, gen) up to seq as released, persistently. */
 void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq);

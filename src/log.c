@@ -48,7 +48,7 @@ static void init_once(void)
 
 static uint64_t my_owner_id(void)
 {
-	return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)syscall(SYS_gettid);
+	return ((uint64_t)tdax_pid() << 32) | (uint32_t)syscall(SYS_gettid);
 }
 
 static bool owner_alive(uint64_t owner)
@@ -163,6 +163,7 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 			o = TDAX_SEG_FREE;
 			if (atomic_compare_exchange_strong(&s->owner, &o, mine.owner)) {
 				mine.seg = (int32_t)i;
+				tdax_device_prefault(dev, s, dev->sb->seg_size);
 				return s;
 			}
 		}

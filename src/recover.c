@@ -21,6 +21,7 @@ struct live {
 
 struct collect {
 	struct tdax_device *dev;
+	int64_t only_file;        /* collect one file's records, or -1 for all */
 	struct live *v;
 	size_t n, cap;
 	uint64_t max_seq;
@@ -33,7 +34,7 @@ static int collect_rec(void *ctx, const struct tdax_rec *r)
 	struct collect *c = ctx;
 	if (r->seq > c->max_seq)
 		c->max_seq = r->seq;
-	if (!tdax_rec_live(c->dev, r))
+	if (!tdax_rec_live(c->dev, r) || (c->only_file >= 0 && r->file != c->only_file))
 		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -53,6 +54,8 @@ static void collect_bad(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_dam
 			const struct tdax_rec *r)
 {
 	struct tdax_recover_report *rep = ((struct collect *)ctx)->rep;
+	if (!rep)
+		return;
 	if (what == TDAX_REC_CORRUPT)
 		rep->corrupt++;
 	else
@@ -204,7 +207,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	}
 	rep->sealed = tdax_log_seal_dead(dev);
 
-	struct collect c = { .dev = dev, .rep = rep };
+	struct collect c = { .dev = dev, .only_file = -1, .rep = rep };
 	struct tdax_scan_cb cb = { collect_rec, collect_bad, &c };
 	tdax_log_scan(dev, &cb);
 	if (c.oom) {
@@ -248,6 +251,22 @@ void tdax_recover_report_free(struct tdax_recover_report *rep)
 {
 	free(rep->files);
 	rep->files = NULL;
+}
+
+int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd)
+{
+	struct collect c = { .dev = dev, .only_file = idx };
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c });
+	int rc = c.oom ? -1 : 0;
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
+	for (size_t i = 0; rc == 0 && i < c.n; i++) {
+		const struct tdax_rec *r = c.v[i].r;
+		if (r->fgen == gen)
+			rc = write_all(fd, (const char *)(r + 1), r->len, r->off);
+	}
+	free(c.v);
+	return rc;
 }
 
 const char *tdax_outcome_name(enum tdax_file_outcome o)

@@ -73,6 +73,10 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *opts,
 		 struct tdax_recover_report *rep, struct tdax_err *err);
 void tdax_recover_report_free(struct tdax_recover_report *rep);
 
+/* Write the live records of one file (idx, gen) onto fd again, in sequence
+ * order (after a failed sync left the kernel's copy in doubt). 0 or -1. */
+int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd);
+
 const char *tdax_outcome_name(enum tdax_file_outcome o);
 
 #endif

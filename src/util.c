@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +77,37 @@ int tdax_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+static uint32_t cached_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_forget(void)
+{
+	cached_pid = 0;
+}
+
+static void pid_once_init(void)
+{
+	pthread_atfork(NULL, NULL, pid_forget);
+}
+
+uint32_t tdax_pid(void)
+{
+	if (!cached_pid) {
+		pthread_once(&pid_once, pid_once_init);
+		cached_pid = (uint32_t)getpid();
+	}
+	return cached_pid;
+}
+
+int tdax_file_size(int fd, uint64_t *size)
+{
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx) != 0)
+		return -1;
+	*size = stx.stx_size;
+	return 0;
+}
+
 bool tdax_pid_alive(uint32_t pid)
 {
 	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
@@ -82,7 +115,7 @@ bool tdax_pid_alive(uint32_t pid)
 
 void tdax_pidlock_acquire(_Atomic uint32_t *word)
 {
-	uint32_t me = (uint32_t)getpid();
+	uint32_t me = tdax_pid();
 	for (unsigned spins = 0;; spins++) {
 		uint32_t cur = 0;
 		if (atomic_compare_exchange_weak(word, &cur, me))

@@ -42,6 +42,17 @@ int tdax_parse_size(const char *s, uint64_t *out);
 void tdax_pidlock_acquire(_Atomic uint32_t *word);
 void tdax_pidlock_release(_Atomic uint32_t *word);
 
+/* getpid(), cached (and forgotten in the child of a fork). */
+uint32_t tdax_pid(void);
+
+/*
+ * The size of an open file, without asking for its timestamps: since Linux
+ * 6.13 a query of mtime/ctime makes the next write update the inode with a
+ * fine-grained time (multigrain timestamps), which costs every write a
+ * journal update. statx(STATX_SIZE) does not.
+ */
+int tdax_file_size(int fd, uint64_t *size);
+
 /* True if a process with this pid exists (it may be a reused pid). */
 bool tdax_pid_alive(uint32_t pid);
 

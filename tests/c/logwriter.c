@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 	bool write_file = argc > 5 && strcmp(argv[5], "--write-file") == 0;
 	unsigned count = (unsigned)atoi(argv[3]), size = (unsigned)atoi(argv[4]);
 	struct tdax_err e;
+	bool created;
 	struct tdax_device *dev;
 	if (tdax_device_open(argv[1], 0, &dev, &e)) {
 		fprintf(stderr, "logwriter: %s\n", e.msg);
@@ -37,7 +38,7 @@ int main(int argc, char **argv)
 	}
 	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
 	uint32_t idx, gen;
-	if (fd < 0 || tdax_files_register(dev, fd, argv[2], &idx, &gen, &e)) {
+	if (fd < 0 || tdax_files_register(dev, fd, argv[2], &idx, &gen, &created, &e)) {
 		fprintf(stderr, "logwriter: %s\n", fd < 0 ? "cannot open file" : e.msg);
 		return 1;
 	}

@@ -21,8 +21,9 @@ static uint32_t new_file(struct tdax_device *dev, const char *name, uint32_t *ge
 	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
 	int fd = open(path, O_RDWR | O_CREAT, 0644);
 	uint32_t idx = UINT32_MAX;
+	bool created;
 	struct tdax_err e;
-	if (fd < 0 || tdax_files_register(dev, fd, path, &idx, gen, &e) != 0)
+	if (fd < 0 || tdax_files_register(dev, fd, path, &idx, gen, &created, &e) != 0)
 		fprintf(stderr, "  register %s failed\n", path);
 	close(fd);
 	return idx;

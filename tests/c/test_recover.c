@@ -27,7 +27,8 @@ static int open_register(struct tdax_device *dev, struct tfile *t, const char *n
 	unlink(t->path);
 	int fd = open(t->path, O_RDWR | O_CREAT, 0644);
 	struct tdax_err e;
-	if (fd < 0 || tdax_files_register(dev, fd, t->path, &t->idx, &t->gen, &e)) {
+	bool created;
+	if (fd < 0 || tdax_files_register(dev, fd, t->path, &t->idx, &t->gen, &created, &e)) {
 		fprintf(stderr, "  register: %s\n", e.msg);
 		return -1;
 	}
@@ -191,7 +192,8 @@ TEST(records_are_applied_only_with_the_recorders_privileges)
 		uint32_t idx, gen;
 		uint64_t seq;
 		struct tdax_err e;
-		if (tdax_files_register(dev, fd, path, &idx, &gen, &e) ||
+		bool created;
+		if (tdax_files_register(dev, fd, path, &idx, &gen, &created, &e) ||
 		    tdax_log_append(dev, idx, gen, 0, "PWNED", 5, &seq))
 			_exit(2);
 		_exit(0);

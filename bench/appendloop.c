@@ -1,0 +1,87 @@
+/*
+ * appendloop -- the smallest durable-log workload: append SIZE bytes with
+ * write() and fdatasync() after each, COUNT times (or with --nosync, never
+ * sync). Prints operations per second and the median latency of one
+ * append+sync as JSON. Run it plain and under `tdax run` to compare.
+ *
+ * usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite]
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "size", required_argument, 0, 's' }, { "count", required_argument, 0, 'n' },
+		{ "nosync", no_argument, 0, 'x' }, { "pwrite", no_argument, 0, 'p' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+	};
+	size_t size = 128;
+	long count = 20000;
+	int nosync = 0, use_pwrite = 0, c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': size = (size_t)atol(optarg); break;
+		case 'n': count = atol(optarg); break;
+		case 'x': nosync = 1; break;
+		case 'p': use_pwrite = 1; break;
+		default:
+			fprintf(stderr, "usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite]\n");
+			return c == 'h' ? 0 : 2;
+		}
+	}
+	if (optind >= argc || count <= 0 || size == 0) {
+		fprintf(stderr, "tdax-appendloop: a FILE is needed (and positive --size/--count)\n");
+		return 2;
+	}
+	const char *path = argv[optind];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (use_pwrite ? 0 : O_APPEND), 0644);
+	if (fd < 0) {
+		perror(path);
+		return 1;
+	}
+	char *buf = malloc(size);
+	uint64_t *lat = malloc(sizeof(uint64_t) * (size_t)count);
+	memset(buf, 'a', size);
+	if (fdatasync(fd) != 0) { /* the file's creation, once */
+		perror("fdatasync");
+		return 1;
+	}
+	uint64_t t0 = now_ns();
+	for (long i = 0; i < count; i++) {
+		uint64_t s = now_ns();
+		ssize_t w = use_pwrite ? pwrite(fd, buf, size, (off_t)(i * (long)size)) : write(fd, buf, size);
+		if (w != (ssize_t)size || (!nosync && fdatasync(fd) != 0)) {
+			perror("write/fdatasync");
+			return 1;
+		}
+		lat[i] = now_ns() - s;
+	}
+	double secs = (double)(now_ns() - t0) / 1e9;
+	qsort(lat, (size_t)count, sizeof(*lat), cmp);
+	printf("{\"ops_per_s\": %.1f, \"median_ns\": %llu, \"p99_ns\": %llu, \"count\": %ld, \"size\": %zu}\n",
+	       (double)count / secs, (unsigned long long)lat[count / 2],
+	       (unsigned long long)lat[(size_t)((double)count * 0.99)], count, size);
+	close(fd);
+	return 0;
+}

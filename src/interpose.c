@@ -1,0 +1,636 @@
+/*
+ * interpose -- the libc functions libtdax.so replaces. Each hook is thin:
+ * it decodes the call, does the real call, and tells lsync what happened.
+ * A file descriptor tdax does not manage, or a call made while tdax is
+ * off, goes straight to the real function with its errno untouched.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lsync.h"
+#include "runtime.h"
+#include "writeback.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static const struct tdax_fd *managed(int fd)
+{
+	if (!tdax_real.write)
+		tdax_resolve_real();
+	return tdax_on() ? tdax_fd_get(fd) : NULL;
+}
+
+/* ---- open ------------------------------------------------------------ */
+
+static bool takes_mode(int flags)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+/* Open through the real openat; manage the result if it is a file tdax
+ * should manage. O_SYNC/O_DSYNC are tdax's to honour on managed files. */
+static int do_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (!tdax_real.openat)
+		tdax_resolve_real();
+	bool manage = tdax_on() && (flags & O_ACCMODE) != O_RDONLY &&
+		      (flags & O_TMPFILE) != O_TMPFILE;
+	if (!manage)
+		return tdax_real.openat(dirfd, path, flags, mode);
+	if (flags & O_TRUNC) {
+		uint32_t gen;
+		tdax_lsync_checkpoint_path(dirfd, path, &gen); /* no record may outlive a truncate */
+	}
+	int fd = tdax_real.openat(dirfd, path, flags & ~O_SYNC, mode);
+	if (fd >= 0) {
+		int e = errno;
+		tdax_fd_manage(fd, path, flags);
+		if ((flags & O_SYNC) && !tdax_fd_get(fd)) {
+			/* Not managed after all: give it the flags it asked for. */
+			tdax_real.close(fd);
+			fd = tdax_real.openat(dirfd, path, flags & ~(O_CREAT | O_EXCL | O_TRUNC), mode);
+		}
+		errno = e;
+	}
+	return fd;
+}
+
+#define MODE_ARG(flags, mode)                                                   \
+	mode_t mode = 0;                                                        \
+	if (takes_mode(flags)) {                                                \
+		va_list ap;                                                     \
+		va_start(ap, flags);                                            \
+		mode = (mode_t)va_arg(ap, int);                                 \
+		va_end(ap);                                                     \
+	}
+
+EXPORT int open(const char *path, int flags, ...)
+{
+	MODE_ARG(flags, mode);
+	return do_open(AT_FDCWD, path, flags, mode);
+}
+
+EXPORT int open64(const char *path, int flags, ...)
+{
+	MODE_ARG(flags, mode);
+	return do_open(AT_FDCWD, path, flags, mode);
+}
+
+EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	MODE_ARG(flags, mode);
+	return do_open(dirfd, path, flags, mode);
+}
+
+EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	MODE_ARG(flags, mode);
+	return do_open(dirfd, path, flags, mode);
+}
+
+EXPORT int __open_2(const char *path, int flags)
+{
+	return do_open(AT_FDCWD, path, flags, 0);
+}
+
+EXPORT int __open64_2(const char *path, int flags)
+{
+	return do_open(AT_FDCWD, path, flags, 0);
+}
+
+EXPORT int __openat_2(int dirfd, const char *path, int flags)
+{
+	return do_open(dirfd, path, flags, 0);
+}
+
+EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+{
+	return do_open(dirfd, path, flags, 0);
+}
+
+EXPORT int creat(const char *path, mode_t mode)
+{
+	return do_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+EXPORT int creat64(const char *path, mode_t mode)
+{
+	return do_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+EXPORT int close(int fd)
+{
+	if (!tdax_real.close)
+		tdax_resolve_real();
+	tdax_fd_forget(fd);
+	return tdax_real.close(fd);
+}
+
+/* ---- write ----------------------------------------------------------- */
+
+static void unlogged(const struct tdax_fd *e)
+{
+	atomic_fetch_add(&tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.uncovered, 1);
+	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+}
+
+/* O_SYNC/O_DSYNC (or RWF_SYNC/RWF_DSYNC): the write is complete only once
+ * its data is durable. */
+static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsync, bool sync)
+{
+	if (r > 0 && (dsync || sync || (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC))) &&
+	    tdax_lsync_sync(fd, e, !(sync || (e->flags & TDAX_FD_SYNC))) != 0)
+		return -1;
+	return r;
+}
+
+/* A write at the file position (write, writev, O_APPEND): the kernel picks
+ * the offset, so tdax writers of one file take turns, and the offset is
+ * read back from the position the write left. */
+static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n)
+{
+	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
+	tdax_pidlock_acquire(lock);
+	ssize_t r = n == 1 ? tdax_real.write(fd, iov[0].iov_base, iov[0].iov_len)
+			   : tdax_real.writev(fd, iov, n);
+	int err = errno;
+	off_t end = r > 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+	tdax_pidlock_release(lock);
+	if (r > 0) {
+		if (end >= r)
+			tdax_lsync_after_write(e, (uint64_t)(end - r), iov, n, (size_t)r);
+		else
+			unlogged(e);
+		tdax_writeback_ensure();
+	}
+	errno = err;
+	return finish_write(fd, e, r, false, false);
+}
+
+static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+			 int rwf)
+{
+	ssize_t r;
+	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
+	rwf &= ~sync_flags;
+	if (n == 1 && rwf == 0)
+		r = tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off);
+	else
+		r = tdax_real.pwritev2(fd, iov, n, off, rwf);
+	int err = errno;
+	if (r > 0) {
+		/* With O_APPEND (or RWF_APPEND) Linux ignores the offset: the
+		 * bytes land at the end, where tdax cannot be sure of. */
+		if ((e->flags & TDAX_FD_APPEND) || (rwf & RWF_APPEND))
+			unlogged(e);
+		else
+			tdax_lsync_after_write(e, (uint64_t)off, iov, n, (size_t)r);
+		tdax_writeback_ensure();
+	}
+	errno = err;
+	return finish_write(fd, e, r, sync_flags & RWF_DSYNC, sync_flags & RWF_SYNC);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e)
+		return tdax_real.write(fd, buf, n);
+	struct iovec iov = { (void *)buf, n };
+	return positional(fd, e, &iov, 1);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e || n <= 0)
+		return tdax_real.writev(fd, iov, n);
+	return positional(fd, e, iov, n);
+}
+
+EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e || off < 0)
+		return tdax_real.pwrite(fd, buf, n, off);
+	struct iovec iov = { (void *)buf, n };
+	return at_offset(fd, e, &iov, 1, off, 0);
+}
+
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	return pwrite(fd, buf, n, off);
+}
+
+EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e || n <= 0 || off < 0)
+		return tdax_real.pwritev(fd, iov, n, off);
+	return at_offset(fd, e, iov, n, off, 0);
+}
+
+EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
+{
+	return pwritev(fd, iov, n, off);
+}
+
+EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e || n <= 0 || (flags & ~(RWF_DSYNC | RWF_SYNC | RWF_APPEND | RWF_HIPRI)))
+		return tdax_real.pwritev2(fd, iov, n, off, flags);
+	if (off == -1) {
+		ssize_t r = positional(fd, e, iov, n);
+		return finish_write(fd, e, r, flags & RWF_DSYNC, flags & RWF_SYNC);
+	}
+	return at_offset(fd, e, iov, n, off, flags);
+}
+
+EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	return pwritev2(fd, iov, n, off, flags);
+}
+
+/* ---- sync ------------------------------------------------------------ */
+
+EXPORT int fsync(int fd)
+{
+	const struct tdax_fd *e = managed(fd);
+	return e ? tdax_lsync_sync(fd, e, false) : tdax_real.fsync(fd);
+}
+
+EXPORT int fdatasync(int fd)
+{
+	const struct tdax_fd *e = managed(fd);
+	return e ? tdax_lsync_sync(fd, e, true) : tdax_real.fdatasync(fd);
+}
+
+/* ---- size and metadata ---------------------------------------------- */
+
+/* After a change of size or layout by the kernel: the next sync is real. */
+static void changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	uint64_t size;
+	if (tdax_file_size(fd, &size) == 0)
+		atomic_store(&tdax_file_at(tdax_rt.dev, idx)->rt.size_seen, size);
+	tdax_lsync_uncover(idx, why);
+}
+
+EXPORT int ftruncate(int fd, off_t len)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e)
+		return tdax_real.ftruncate(fd, len);
+	tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true);
+	int r = tdax_real.ftruncate(fd, len);
+	int err = errno;
+	changed(fd, e, TDAX_FB_METADATA);
+	errno = err;
+	return r;
+}
+
+EXPORT int ftruncate64(int fd, off_t len)
+{
+	return ftruncate(fd, len);
+}
+
+EXPORT int truncate(const char *path, off_t len)
+{
+	if (!tdax_real.truncate)
+		tdax_resolve_real();
+	if (!tdax_on())
+		return tdax_real.truncate(path, len);
+	uint32_t gen, plus1 = tdax_lsync_checkpoint_path(AT_FDCWD, path, &gen);
+	int r = tdax_real.truncate(path, len);
+	int err = errno;
+	if (plus1 && r == 0) {
+		atomic_store(&tdax_file_at(tdax_rt.dev, plus1 - 1)->rt.size_seen, (uint64_t)len);
+		tdax_lsync_uncover(plus1 - 1, TDAX_FB_METADATA);
+	}
+	errno = err;
+	return r;
+}
+
+EXPORT int truncate64(const char *path, off_t len)
+{
+	return truncate(path, len);
+}
+
+EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (!e)
+		return tdax_real.fallocate(fd, mode, off, len);
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_ZERO_RANGE |
+		    FALLOC_FL_INSERT_RANGE))
+		tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true); /* records must not resurrect */
+	int r = tdax_real.fallocate(fd, mode, off, len);
+	int err = errno;
+	changed(fd, e, TDAX_FB_METADATA);
+	errno = err;
+	return r;
+}
+
+EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
+{
+	return fallocate(fd, mode, off, len);
+}
+
+EXPORT int posix_fallocate(int fd, off_t off, off_t len)
+{
+	const struct tdax_fd *e = managed(fd);
+	int r = tdax_real.posix_fallocate(fd, off, len);
+	if (e)
+		changed(fd, e, TDAX_FB_METADATA);
+	return r;
+}
+
+EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
+{
+	return posix_fallocate(fd, off, len);
+}
+
+/* ---- descriptors ---------------------------------------------------- */
+
+EXPORT int dup(int fd)
+{
+	if (!tdax_real.dup)
+		tdax_resolve_real();
+	int r = tdax_real.dup(fd);
+	if (r >= 0)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+EXPORT int dup2(int fd, int to)
+{
+	if (!tdax_real.dup2)
+		tdax_resolve_real();
+	int r = tdax_real.dup2(fd, to);
+	if (r >= 0 && r != fd)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+EXPORT int dup3(int fd, int to, int flags)
+{
+	if (!tdax_real.dup3)
+		tdax_resolve_real();
+	int r = tdax_real.dup3(fd, to, flags);
+	if (r >= 0)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+static int do_fcntl(int fd, int cmd, void *arg)
+{
+	if (!tdax_real.fcntl)
+		tdax_resolve_real();
+	int r = tdax_real.fcntl(fd, cmd, arg);
+	if (r < 0 || fd < 0 || fd >= TDAX_MAX_FDS || !tdax_rt.fds)
+		return r;
+	int err = errno;
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		tdax_fd_copy(fd, r);
+		break;
+	case F_GETFL: /* tdax honours O_SYNC/O_DSYNC itself, but they stay set */
+		if (e && (e->flags & TDAX_FD_SYNC))
+			r |= O_SYNC;
+		else if (e && (e->flags & TDAX_FD_DSYNC))
+			r |= O_DSYNC;
+		break;
+	case F_SETFL:
+		if (e) {
+			int fl = tdax_real.fcntl(fd, F_GETFL);
+			struct tdax_fd *m = &tdax_rt.fds[fd];
+			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
+				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
+		}
+		break;
+	}
+	errno = err;
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+/* ---- paths tdax cannot follow --------------------------------------- */
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (e && (flags & MAP_SHARED) && (prot & PROT_WRITE))
+		tdax_lsync_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_MMAP);
+	return tdax_real.mmap(addr, len, prot, flags, fd, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mmap(addr, len, prot, flags, fd, off);
+}
+
+/* Bytes the kernel moved into fd without tdax seeing them. */
+static void moved_in(int fd, ssize_t r)
+{
+	const struct tdax_fd *e = r > 0 ? managed(fd) : NULL;
+	if (e)
+		changed(fd, e, TDAX_FB_COPY);
+}
+
+EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len,
+			       unsigned flags)
+{
+	if (!tdax_real.copy_file_range)
+		tdax_resolve_real();
+	ssize_t r = tdax_real.copy_file_range(in, off_in, out, off_out, len, flags);
+	int err = errno;
+	moved_in(out, r);
+	errno = err;
+	return r;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t len)
+{
+	if (!tdax_real.sendfile)
+		tdax_resolve_real();
+	ssize_t r = tdax_real.sendfile(out, in, off, len);
+	int err = errno;
+	moved_in(out, r);
+	errno = err;
+	return r;
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t len)
+{
+	return sendfile(out, in, off, len);
+}
+
+EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len, unsigned flags)
+{
+	if (!tdax_real.splice)
+		tdax_resolve_real();
+	ssize_t r = tdax_real.splice(in, off_in, out, off_out, len, flags);
+	int err = errno;
+	moved_in(out, r);
+	errno = err;
+	return r;
+}
+
+/* A stdio stream writes through glibc's internal calls, which tdax does
+ * not see: the file goes back to the kernel for good. */
+static void stdio_on(FILE *f, const char *mode)
+{
+	if (!f || !tdax_on() || !strpbrk(mode, "wa+"))
+		return;
+	int fd = fileno(f);
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
+		tdax_lsync_unmanage(fd, idx, gen, TDAX_FB_STDIO);
+}
+
+EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	if (!tdax_real.fopen)
+		tdax_resolve_real();
+	FILE *f = tdax_real.fopen(path, mode);
+	stdio_on(f, mode);
+	return f;
+}
+
+EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	return fopen(path, mode);
+}
+
+EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	if (!tdax_real.fdopen)
+		tdax_resolve_real();
+	FILE *f = tdax_real.fdopen(fd, mode);
+	stdio_on(f, mode);
+	return f;
+}
+
+/* ---- names ---------------------------------------------------------- */
+
+/* Before a rename replaces newpath and moves oldpath: checkpoint both;
+ * after it, record the moved file's new path for recovery. */
+static int do_rename(int olddir, const char *oldpath, int newdir, const char *newpath,
+		     unsigned flags)
+{
+	uint32_t gen_new, gen_old;
+	tdax_lsync_checkpoint_path(newdir, newpath, &gen_new);
+	uint32_t plus1 = tdax_lsync_checkpoint_path(olddir, oldpath, &gen_old);
+	int r = flags ? tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags)
+		      : tdax_real.renameat(olddir, oldpath, newdir, newpath);
+	int err = errno;
+	if (r == 0 && plus1) {
+		int fd = tdax_real.openat(newdir, newpath, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		char link[64], path[TDAX_FILE_PATH_MAX + 1];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = fd >= 0 ? readlink(link, path, sizeof(path) - 1) : -1;
+		if (n > 0 && n < (ssize_t)sizeof(path) - 1) {
+			path[n] = '\0';
+			tdax_files_rename(tdax_rt.dev, plus1 - 1, gen_old, path);
+		}
+		if (fd >= 0)
+			tdax_real.close(fd);
+		tdax_lsync_uncover(plus1 - 1, TDAX_FB_METADATA);
+	}
+	errno = err;
+	return r;
+}
+
+EXPORT int rename(const char *oldpath, const char *newpath)
+{
+	if (!tdax_real.rename)
+		tdax_resolve_real();
+	if (!tdax_on())
+		return tdax_real.rename(oldpath, newpath);
+	return do_rename(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
+{
+	if (!tdax_real.renameat)
+		tdax_resolve_real();
+	if (!tdax_on())
+		return tdax_real.renameat(olddir, oldpath, newdir, newpath);
+	return do_rename(olddir, oldpath, newdir, newpath, 0);
+}
+
+EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
+		     unsigned flags)
+{
+	if (!tdax_real.renameat2)
+		tdax_resolve_real();
+	if (!tdax_on())
+		return tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags);
+	return do_rename(olddir, oldpath, newdir, newpath, flags);
+}
+
+/* Checkpoint before the name goes; free the entry once the file is gone. */
+static int do_unlink(int dirfd, const char *path, int flags)
+{
+	uint32_t gen, plus1 = tdax_lsync_checkpoint_path(dirfd, path, &gen);
+	int fd = plus1 ? tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int r = tdax_real.unlinkat(dirfd, path, flags);
+	int err = errno;
+	struct stat st;
+	if (r == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0)
+		tdax_files_forget(tdax_rt.dev, plus1 - 1, gen);
+	if (fd >= 0)
+		tdax_real.close(fd);
+	errno = err;
+	return r;
+}
+
+EXPORT int unlink(const char *path)
+{
+	if (!tdax_real.unlink)
+		tdax_resolve_real();
+	if (!tdax_on())
+		return tdax_real.unlink(path);
+	return do_unlink(AT_FDCWD, path, 0);
+}
+
+EXPORT int unlinkat(int dirfd, const char *path, int flags)
+{
+	if (!tdax_real.unlinkat)
+		tdax_resolve_real();
+	if (!tdax_on() || (flags & AT_REMOVEDIR))
+		return tdax_real.unlinkat(dirfd, path, flags);
+	return do_unlink(dirfd, path, flags);
+}

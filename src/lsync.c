@@ -1,0 +1,244 @@
+/*
+ * lsync -- write logging, sync decisions and checkpoints.
+ */
+#define _GNU_SOURCE
+#include "lsync.h"
+#include "log.h"
+#include "recover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One record carries at most this much; larger writes become several. */
+#define CHUNK (256u << 10)
+
+static inline struct tdax_file_rt *rt_of(uint32_t idx)
+{
+	return &tdax_file_at(tdax_rt.dev, idx)->rt;
+}
+
+static void atomic_max(_Atomic uint64_t *v, uint64_t x)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
+		;
+}
+
+void tdax_lsync_uncover(uint32_t idx, enum tdax_fallback why)
+{
+	atomic_fetch_add(&rt_of(idx)->uncovered, 1);
+	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+}
+
+/* Is this write's range upgraded? (The tracking policy decides; until it is
+ * in, thesis acts as always.) */
+static bool upgraded(uint32_t idx, uint64_t off, size_t len)
+{
+	(void)idx, (void)off, (void)len;
+	return tdax_rt.policy != TDAX_POLICY_NEVER;
+}
+
+/* Log r bytes of iov at off; false if any part could not be logged. */
+static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
+		    size_t r)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	for (int i = 0; i < iovcnt && r > 0; i++) {
+		const char *p = iov[i].iov_base;
+		size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
+		r -= n;
+		while (n > 0) {
+			uint32_t c = n < CHUNK ? (uint32_t)n : CHUNK;
+			uint64_t seq;
+			if (tdax_log_append(dev, idx, gen, off, p, c, &seq) != 0)
+				return false;
+			p += c;
+			off += c;
+			n -= c;
+		}
+	}
+	return true;
+}
+
+void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
+			    int iovcnt, size_t r)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != e->gen)
+		return; /* the entry was freed (file unlinked): nothing to keep */
+	enum tdax_fallback why = TDAX_FB_NONE;
+	if (e->flags & TDAX_FD_NOLOG)
+		why = TDAX_FB_DIRECT;
+	else if (atomic_load_explicit(&rt->unmanaged, memory_order_relaxed))
+		why = (enum tdax_fallback)atomic_load(&rt->unmanaged);
+	else if (!upgraded(idx, off, r))
+		why = TDAX_FB_NOT_UPGRADED;
+	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
+		why = TDAX_FB_LOG_FULL;
+	atomic_max(&rt->size_seen, off + r);
+	if (why != TDAX_FB_NONE) {
+		atomic_fetch_add(&rt->uncovered, 1);
+		tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+		if (why != TDAX_FB_NOT_UPGRADED)
+			tdax_fallback(why, f->path);
+		return;
+	}
+	uint64_t zero = 0;
+	atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_now_ns());
+	atomic_fetch_add_explicit(&rt->logged_bytes, r, memory_order_relaxed);
+	tdax_rt.touched[idx] = 1;
+	tdax_count(TDAX_ST_LOGGED_WRITES, 1);
+	tdax_count(TDAX_ST_LOGGED_BYTES, r);
+}
+
+/*
+ * The kernel's copy after a failed sync cannot be trusted (Linux may have
+ * marked the failed pages clean). If every change since the last real sync
+ * is in the log, write the records again before syncing; otherwise the
+ * only honest answer is the error, and the records stay.
+ */
+static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
+{
+	struct tdax_file_rt *rt = rt_of(idx);
+	if (!atomic_load(&rt->rewrite))
+		return 0;
+	if (atomic_load(&rt->uncovered) != 0) {
+		errno = EIO;
+		return -1;
+	}
+	return tdax_replay_file(tdax_rt.dev, idx, gen, fd);
+}
+
+int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_file_rt *rt = rt_of(idx);
+	if (tdax_file_at(dev, idx)->gen != gen)
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	/* Take both snapshots before the sync: what was written before it is
+	 * covered by it; later writes keep their records and counts. */
+	uint64_t unc = atomic_load(&rt->uncovered);
+	uint64_t upto = atomic_load(dev->seq);
+	int rc = rewrite_after_error(fd, idx, gen);
+	if (rc == 0)
+		rc = datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	if (rc != 0) {
+		int e = errno;
+		atomic_store(&rt->rewrite, 1);
+		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
+		errno = e;
+		return -1;
+	}
+	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
+	atomic_store(&rt->rewrite, 0);
+	atomic_store(&rt->first_log_ns, 0);
+	atomic_store(&rt->logged_bytes, 0);
+	tdax_log_release(dev, idx, gen, upto);
+	return 0;
+}
+
+int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != e->gen)
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	int err = atomic_exchange(&rt->wb_error, 0);
+	if (err) {
+		/* A background sync of this file failed: report it once, as the
+		 * kernel would; the records stay until a sync succeeds. */
+		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
+		errno = err;
+		return -1;
+	}
+	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
+	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
+		uint64_t size;
+		if (tdax_file_size(fd, &size) == 0 && size == atomic_load(&rt->size_seen)) {
+			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
+			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
+			return 0;
+		}
+		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
+	}
+	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	int rc = tdax_lsync_checkpoint_fd(fd, idx, e->gen, datasync);
+	uint64_t size;
+	if (rc == 0 && tdax_file_size(fd, &size) == 0)
+		atomic_store(&rt->size_seen, size);
+	return rc;
+}
+
+/* Open a registered file by its path for a checkpoint; -1 if it is not
+ * there any more (or is another file now). */
+static int open_registered(uint32_t idx)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	int fd = tdax_real.open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
+		tdax_real.close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int tdax_lsync_checkpoint_file(uint32_t idx)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	uint32_t gen = f->gen;
+	int fd = open_registered(idx);
+	if (fd < 0) {
+		/* Renamed or removed behind us: any fd of ours on it will do. */
+		for (int i = 0; i < TDAX_MAX_FDS && fd < 0; i++)
+			if (tdax_rt.fds[i].file_plus1 == idx + 1 && tdax_rt.fds[i].gen == gen)
+				fd = tdax_real.fcntl(i, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			return -1;
+	}
+	int rc = tdax_lsync_checkpoint_fd(fd, idx, gen, true);
+	int e = errno;
+	tdax_real.close(fd);
+	tdax_count(TDAX_ST_CHECKPOINTS, 1);
+	if (rc != 0) {
+		atomic_store(&tdax_file_at(tdax_rt.dev, idx)->rt.wb_error, e);
+		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
+	}
+	return rc;
+}
+
+uint32_t tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *gen)
+{
+	int fd = tdax_real.openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct tdax_ident id;
+	uint32_t idx = 0, plus1 = 0;
+	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
+		plus1 = idx + 1;
+		const struct tdax_file_rt *rt = rt_of(idx);
+		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite)) {
+			tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
+			tdax_count(TDAX_ST_CHECKPOINTS, 1);
+		}
+	}
+	tdax_real.close(fd);
+	return plus1;
+}
+
+void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)
+{
+	struct tdax_file_rt *rt = rt_of(idx);
+	uint32_t none = 0;
+	if (atomic_compare_exchange_strong(&rt->unmanaged, &none, (uint32_t)why))
+		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+	tdax_lsync_checkpoint_fd(fd, idx, gen, true);
+}

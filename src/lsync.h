@@ -1,0 +1,46 @@
+/*
+ * lsync -- lightweight sync (SPEC §2, §3): the write path that copies
+ * writes of upgraded ranges into the device log, the sync path that answers
+ * with a fence when everything dirty is in the device, and checkpoints
+ * (a real sync of the file, then release of its records).
+ *
+ * Invariant: a file's `uncovered` count is zero only if every change made
+ * to it since its last successful real sync is held by live log records.
+ * A sync is answered in the device only then, and only if no background
+ * sync failed and the file's size is what tdax writers left it.
+ */
+#ifndef TDAX_LSYNC_H
+#define TDAX_LSYNC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "runtime.h"
+
+/* A real write through a managed fd put r bytes of iov at off: log them (or
+ * mark the file uncovered). */
+void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
+			    int iovcnt, size_t r);
+
+/* fsync/fdatasync of a managed fd; returns what the call returns. */
+int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync);
+
+/* Real sync of the file open as fd, then release of its records. */
+int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync);
+
+/* Checkpoint a registered file by index, opening it by its path. */
+int tdax_lsync_checkpoint_file(uint32_t idx);
+
+/* Before a truncate, unlink or rename over path: checkpoint it if it is a
+ * registered file with records. Returns the file's index + 1, or 0. */
+uint32_t tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *gen);
+
+/* The next sync of the file must go to the kernel (metadata, unseen write). */
+void tdax_lsync_uncover(uint32_t idx, enum tdax_fallback why);
+
+/* A write path tdax cannot follow reaches the file: checkpoint it and keep
+ * it on the kernel path from now on. */
+void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * runtime -- start-up, configuration, fd table, counters, warnings, fork
+ * and exit of a process under tdax.
+ *
+ * Start-up never fails the application: if the device cannot be used, tdax
+ * says so once on stderr and every call goes straight to the kernel.
+ */
+#define _GNU_SOURCE
+#include "runtime.h"
+#include "log.h"
+#include "lsync.h"
+#include "recover.h"
+#include "writeback.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+struct tdax_runtime tdax_rt;
+struct tdax_real tdax_real;
+__thread int tdax_inside;
+
+#define RESOLVE(name) tdax_real.name = (__typeof__(tdax_real.name))dlsym(RTLD_NEXT, #name)
+
+void tdax_resolve_real(void)
+{
+	if (tdax_real.fdopen)
+		return;
+	RESOLVE(open);
+	RESOLVE(openat);
+	RESOLVE(close);
+	RESOLVE(write);
+	RESOLVE(pwrite);
+	RESOLVE(writev);
+	RESOLVE(pwritev);
+	RESOLVE(pwritev2);
+	RESOLVE(fsync);
+	RESOLVE(fdatasync);
+	RESOLVE(ftruncate);
+	RESOLVE(fallocate);
+	RESOLVE(posix_fallocate);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(mmap);
+	RESOLVE(rename);
+	RESOLVE(renameat);
+	RESOLVE(renameat2);
+	RESOLVE(unlink);
+	RESOLVE(unlinkat);
+	RESOLVE(truncate);
+	RESOLVE(copy_file_range);
+	RESOLVE(sendfile);
+	RESOLVE(splice);
+	RESOLVE(fopen);
+	RESOLVE(fdopen);
+}
+
+static void warn(const char *fmt, const char *a, const char *b)
+{
+	if (tdax_rt.quiet)
+		return;
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "tdax[%d]: ", (int)getpid());
+	n += snprintf(line + n, sizeof(line) - (size_t)n, fmt, a, b);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	tdax_inside++;
+	if (tdax_real.write(2, line, (size_t)n) < 0)
+		n = 0;
+	tdax_inside--;
+}
+
+void tdax_fallback(enum tdax_fallback why, const char *path)
+{
+	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	uint32_t bit = 1u << why;
+	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
+		return;
+	warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
+	     "(TDAX_QUIET=1 silences this)", path, tdax_fallback_name(why));
+}
+
+void tdax_stats_flush(void)
+{
+	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
+	for (int i = 0; i < TDAX_ST_COUNT; i++) {
+		uint64_t now = atomic_load(&tdax_rt.count[i]);
+		if (now != tdax_rt.flushed[i]) {
+			atomic_fetch_add(&dst[i], now - tdax_rt.flushed[i]);
+			tdax_rt.flushed[i] = now;
+		}
+	}
+}
+
+/* File systems where a sync costs nothing or tdax has no business. */
+static bool fs_excluded(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0)
+		return true;
+	switch ((unsigned long)sf.f_type) {
+	case TMPFS_MAGIC: case PROC_SUPER_MAGIC: case SYSFS_MAGIC: case DEVPTS_SUPER_MAGIC:
+	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+void tdax_fd_manage(int fd, const char *path_or_null, int flags)
+{
+	(void)path_or_null;
+	if (fd < 0 || fd >= TDAX_MAX_FDS || (flags & O_ACCMODE) == O_RDONLY)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fs_excluded(fd))
+		return;
+	/* The path recovery will use: absolute and canonical. */
+	char link[64], path[TDAX_FILE_PATH_MAX + 1];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : link);
+		return;
+	}
+	path[n] = '\0';
+	uint32_t idx, gen;
+	bool created;
+	struct tdax_err e;
+	if (tdax_files_register(tdax_rt.dev, fd, path, &idx, &gen, &created, &e) != 0) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path);
+		return;
+	}
+	struct tdax_file_rt *rt = &tdax_file_at(tdax_rt.dev, idx)->rt;
+	uint64_t seen = atomic_load(&rt->size_seen);
+	if (created || seen != (uint64_t)st.st_size) {
+		/* New to tdax, or changed by someone tdax did not see. */
+		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
+		atomic_fetch_add(&rt->uncovered, 1);
+	}
+	if (flags & (O_CREAT | O_TRUNC))
+		tdax_lsync_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
+	tdax_rt.fds[fd] = (struct tdax_fd){
+		.file_plus1 = idx + 1, .gen = gen,
+		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) |
+			 ((flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0) |
+			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
+	};
+}
+
+void tdax_fd_forget(int fd)
+{
+	if (fd >= 0 && fd < TDAX_MAX_FDS && tdax_rt.fds)
+		tdax_rt.fds[fd].file_plus1 = 0;
+}
+
+void tdax_fd_copy(int from, int to)
+{
+	if (to < 0 || to >= TDAX_MAX_FDS || !tdax_rt.fds)
+		return;
+	const struct tdax_fd *e = tdax_fd_get(from);
+	if (e)
+		tdax_rt.fds[to] = *e;
+	else
+		tdax_rt.fds[to].file_plus1 = 0;
+}
+
+/* After exec the fds are inherited but the table is new: rebuild it. */
+static void adopt_inherited_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int self = dirfd(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd == self)
+			continue;
+		int fl = tdax_real.fcntl(fd, F_GETFL);
+		if (fl >= 0)
+			tdax_fd_manage(fd, NULL, fl & ~(O_CREAT | O_TRUNC));
+	}
+	closedir(d);
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+	const char *s = getenv(name);
+	uint64_t v;
+	return s && *s && tdax_parse_size(s, &v) == 0 ? v : dflt;
+}
+
+static void configure(void)
+{
+	const char *p = getenv("TDAX_POLICY");
+	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
+		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
+		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
+						    : TDAX_POLICY_THESIS;
+	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
+		warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
+	const char *q = getenv("TDAX_QUIET");
+	tdax_rt.quiet = q && !strcmp(q, "1");
+	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10) * 1000000u;
+	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000) * 1000000u;
+	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20);
+	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90);
+}
+
+/* Bring the device up to date before this process writes to it. */
+static int attach(struct tdax_device *dev)
+{
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	bool lost = tdax_device_boot_changed(dev);
+	/* After a reboot: replay what the last boot left. After a crash of
+	 * another process on this boot: sync and release what it left. */
+	if (lost || tdax_log_seal_dead(dev)) {
+		int rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
+		if (rc < 0) {
+			warn("%s: %s", dev->path, e.msg);
+			return -1;
+		}
+		if (rc > 0 && lost) {
+			warn("%s: %s", dev->path, "some records could not be recovered; run 'tdax "
+			     "recover' to see which. tdax is off in this process");
+			tdax_recover_report_free(&r);
+			return -1;
+		}
+		tdax_recover_report_free(&r);
+	}
+	if (lost || dev->st->clean != TDAX_STATE_UNCLEAN)
+		tdax_device_set_state(dev, TDAX_STATE_UNCLEAN);
+	return 0;
+}
+
+static void at_fork_child(void)
+{
+	for (int i = 0; i < TDAX_ST_COUNT; i++)
+		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
+	tdax_writeback_after_fork();
+}
+
+static void at_exit(void)
+{
+	if (!tdax_rt.dev)
+		return;
+	tdax_inside++;
+	tdax_writeback_pass(1);
+	tdax_log_seal_mine(tdax_rt.dev);
+	tdax_inside--;
+}
+
+__attribute__((constructor)) static void tdax_start(void)
+{
+	tdax_resolve_real();
+	tdax_inside++;
+	configure();
+	const char *path = getenv("TDAX_DEVICE");
+	if (!path || !*path)
+		path = TDAX_DEFAULT_DEVICE;
+	const char *shared = getenv("TDAX_ALLOW_SHARED");
+	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
+	struct tdax_device *dev;
+	struct tdax_err e;
+	if (tdax_device_open(path, flags, &dev, &e) != 0) {
+		warn("%s%s; every sync goes to the kernel", e.msg, "");
+		tdax_inside--;
+		return;
+	}
+	size_t fds_bytes = sizeof(struct tdax_fd) * TDAX_MAX_FDS;
+	tdax_rt.fds = mmap(NULL, fds_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tdax_rt.touched = calloc(dev->sb->max_files, 1);
+	if (tdax_rt.fds == MAP_FAILED || !tdax_rt.touched || attach(dev) != 0) {
+		if (tdax_rt.fds != MAP_FAILED)
+			munmap(tdax_rt.fds, fds_bytes);
+		tdax_rt.fds = NULL;
+		tdax_device_close(dev);
+		tdax_inside--;
+		return;
+	}
+	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
+	tdax_rt.dev = dev;
+	adopt_inherited_fds();
+	pthread_atfork(NULL, NULL, at_fork_child);
+	atexit(at_exit);
+	tdax_inside--;
+}

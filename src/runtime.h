@@ -1,0 +1,121 @@
+/*
+ * runtime -- the state of one process under tdax: its view of the device,
+ * configuration (from the environment `tdax run` sets), the table of the
+ * file descriptors it manages, its private counters and one-line warnings.
+ * Also the library's start (constructor), fork and exit handling.
+ */
+#ifndef TDAX_RUNTIME_H
+#define TDAX_RUNTIME_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "device.h"
+#include "files.h"
+#include "stats.h"
+
+enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER };
+
+/* One managed file descriptor. */
+enum {
+	TDAX_FD_APPEND = 1, /* O_APPEND: the kernel chooses the offset */
+	TDAX_FD_DSYNC = 2,  /* opened O_DSYNC: every write is followed by a data sync */
+	TDAX_FD_SYNC = 4,   /* opened O_SYNC: every write is followed by a sync */
+	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
+};
+struct tdax_fd {
+	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
+	uint32_t gen;
+	uint32_t flags;      /* TDAX_FD_* */
+};
+
+#define TDAX_MAX_FDS 65536
+
+struct tdax_runtime {
+	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
+	enum tdax_policy policy;
+	bool quiet;
+	uint64_t wb_interval_ns;     /* how often the write-back thread looks */
+	uint64_t wb_age_ns;          /* records older than this are checkpointed */
+	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
+	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
+	struct tdax_fd *fds;         /* TDAX_MAX_FDS entries */
+	uint8_t *touched;            /* per file entry: this process logged to it */
+	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
+	uint64_t flushed[TDAX_ST_COUNT];         /* the part already added to the device */
+	_Atomic uint32_t warned;     /* bit per fallback reason already reported */
+};
+
+extern struct tdax_runtime tdax_rt;
+
+/* Real libc functions, resolved with dlsym(RTLD_NEXT). */
+struct tdax_real {
+	int (*open)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*close)(int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*pwrite)(int, const void *, size_t, off_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*pwritev)(int, const struct iovec *, int, off_t);
+	ssize_t (*pwritev2)(int, const struct iovec *, int, off_t, int);
+	int (*fsync)(int);
+	int (*fdatasync)(int);
+	int (*ftruncate)(int, off_t);
+	int (*fallocate)(int, int, off_t, off_t);
+	int (*posix_fallocate)(int, off_t, off_t);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	int (*rename)(const char *, const char *);
+	int (*renameat)(int, const char *, int, const char *);
+	int (*renameat2)(int, const char *, int, const char *, unsigned);
+	int (*unlink)(const char *);
+	int (*unlinkat)(int, const char *, int);
+	int (*truncate)(const char *, off_t);
+	ssize_t (*copy_file_range)(int, off_t *, int, off_t *, size_t, unsigned);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
+	void *(*fopen)(const char *, const char *);
+	void *(*fdopen)(int, const char *);
+};
+extern struct tdax_real tdax_real;
+void tdax_resolve_real(void);
+
+/* Calls tdax makes itself pass straight through the hooks. */
+extern __thread int tdax_inside;
+
+static inline bool tdax_on(void)
+{
+	return tdax_rt.dev != NULL && !tdax_inside;
+}
+
+static inline const struct tdax_fd *tdax_fd_get(int fd)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_rt.fds || !tdax_rt.fds[fd].file_plus1)
+		return NULL;
+	return &tdax_rt.fds[fd];
+}
+
+static inline void tdax_count(enum tdax_stat s, uint64_t n)
+{
+	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);
+}
+
+/* Count a fallback and say so once per process and reason (unless quiet). */
+void tdax_fallback(enum tdax_fallback why, const char *path);
+
+/* Start managing fd (just opened, or inherited) if it is a regular file
+ * opened for writing; flags are the open flags the application asked for. */
+void tdax_fd_manage(int fd, const char *path_or_null, int flags);
+void tdax_fd_forget(int fd);
+void tdax_fd_copy(int from, int to);
+
+/* Add this process's counters into the device's. */
+void tdax_stats_flush(void);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * writeback -- background checkpoints and counter flushes.
+ */
+#define _GNU_SOURCE
+#include "writeback.h"
+#include "log.h"
+#include "lsync.h"
+#include "runtime.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+static _Atomic int running;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tdax_writeback_pass(int all)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
+	uint64_t now = tdax_now_ns();
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		if (!tdax_rt.touched[i])
+			continue;
+		const struct tdax_file_rt *rt = &tdax_file_at(dev, i)->rt;
+		uint64_t first = atomic_load(&rt->first_log_ns);
+		if (!first && !atomic_load(&rt->rewrite)) {
+			tdax_rt.touched[i] = 0;
+			continue;
+		}
+		if (all || pressure || now - first > tdax_rt.wb_age_ns ||
+		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
+			tdax_lsync_checkpoint_file(i);
+	}
+	if (tdax_log_seal_dead(dev) || pressure)
+		tdax_log_reclaim(dev);
+	tdax_stats_flush();
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	tdax_inside = 1; /* its own calls pass through the hooks */
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
+	struct timespec ts = { (time_t)(tdax_rt.wb_interval_ns / 1000000000u),
+			       (long)(tdax_rt.wb_interval_ns % 1000000000u) };
+	for (;;) {
+		nanosleep(&ts, NULL);
+		tdax_writeback_pass(0);
+	}
+	return NULL;
+}
+
+void tdax_writeback_ensure(void)
+{
+	if (atomic_load_explicit(&running, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&start_lock);
+	if (!atomic_load(&running)) {
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		/* Without the thread, records only go at the next real sync or
+		 * exit; a full log then makes syncs real. Do not retry per write. */
+		if (pthread_create(&t, &a, thread_main, NULL) == 0)
+			pthread_setname_np(t, "tdax-writeback");
+		atomic_store(&running, 1);
+		pthread_attr_destroy(&a);
+	}
+	pthread_mutex_unlock(&start_lock);
+}
+
+void tdax_writeback_after_fork(void)
+{
+	atomic_store(&running, 0);
+	pthread_mutex_init(&start_lock, NULL);
+}

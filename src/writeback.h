@@ -1,0 +1,21 @@
+/*
+ * writeback -- the background thread of a process under tdax: checkpoints
+ * the files this process logged to when their records get old, when a file
+ * has much logged, or when the device passes its high watermark (RomeFS
+ * writes back below 10 % free); seals segments of exited threads; adds the
+ * process's counters into the device's.
+ */
+#ifndef TDAX_WRITEBACK_H
+#define TDAX_WRITEBACK_H
+
+/* Start the thread if it is not running in this process (after fork, too). */
+void tdax_writeback_ensure(void);
+
+/* One pass, as the thread makes it (exit, tests). all: checkpoint every
+ * file this process logged to, whatever its age. */
+void tdax_writeback_pass(int all);
+
+/* The child of a fork has no write-back thread. */
+void tdax_writeback_after_fork(void);
+
+#endif
