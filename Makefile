@@ -6,7 +6,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats
+CORE    := crc32c util device files log recover stats shadow
 PRELOAD := runtime lsync writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)

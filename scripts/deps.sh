@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(build-essential pkg-config libpmem2-dev python3 python3-venv sqlite3)
+# build, and the real applications the tests run under tdax
+pkgs=(build-essential pkg-config libpmem2-dev python3 python3-venv sqlite3 util-linux
+      redis-server redis-tools rocksdb-tools postgresql postgresql-contrib)
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do
@@ -19,8 +21,16 @@ if ((${#missing[@]})); then
 	fi
 	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	# Servers are started by the tests, on loopback, never as system services.
+	made_policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod +x /usr/sbin/policy-rc.d
+		made_policy=1
+	fi
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	[ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
 venv=build/venv

@@ -34,6 +34,7 @@ struct tdax_file_rt {
 	_Atomic uint32_t lock;         /* pid lock: writes that depend on the file position */
 	_Atomic uint32_t unmanaged;    /* a write path tdax cannot see: TDAX_FB_* reason, 0 = none */
 	_Atomic uint32_t rewrite;      /* a sync failed: re-apply the records before trusting one */
+	_Atomic uint32_t inflight;     /* tdax writes between the real write and size_seen */
 };
 
 struct tdax_file {

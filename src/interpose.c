@@ -160,6 +160,7 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n)
 {
 	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
+	tdax_lsync_write_begin(e);
 	tdax_pidlock_acquire(lock);
 	ssize_t r = n == 1 ? tdax_real.write(fd, iov[0].iov_base, iov[0].iov_len)
 			   : tdax_real.writev(fd, iov, n);
@@ -173,6 +174,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 			unlogged(e);
 		tdax_writeback_ensure();
 	}
+	tdax_lsync_write_end(e);
 	errno = err;
 	return finish_write(fd, e, r, false, false);
 }
@@ -183,6 +185,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	ssize_t r;
 	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
 	rwf &= ~sync_flags;
+	tdax_lsync_write_begin(e);
 	if (n == 1 && rwf == 0)
 		r = tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off);
 	else
@@ -197,6 +200,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 			tdax_lsync_after_write(e, (uint64_t)off, iov, n, (size_t)r);
 		tdax_writeback_ensure();
 	}
+	tdax_lsync_write_end(e);
 	errno = err;
 	return finish_write(fd, e, r, sync_flags & RWF_DSYNC, sync_flags & RWF_SYNC);
 }
@@ -541,6 +545,40 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 	FILE *f = tdax_real.fdopen(fd, mode);
 	stdio_on(f, mode);
 	return f;
+}
+
+/* ---- exec ------------------------------------------------------------ */
+
+/* The new image starts its own tdax (it inherits LD_PRELOAD and adopts the
+ * open fds); this one's counters must reach the device first. */
+static void before_exec(void)
+{
+	if (tdax_on())
+		tdax_stats_flush();
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return tdax_real.execve(path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	before_exec();
+	return tdax_real.execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	before_exec();
+	return tdax_real.execvpe(file, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return tdax_real.execvpe(file, argv, envp);
 }
 
 /* ---- names ---------------------------------------------------------- */

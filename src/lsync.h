@@ -18,8 +18,13 @@
 
 #include "runtime.h"
 
+/* Bracket a real write through a managed fd (the sync guard allows for
+ * growth by writes in flight). */
+void tdax_lsync_write_begin(const struct tdax_fd *e);
+void tdax_lsync_write_end(const struct tdax_fd *e);
+
 /* A real write through a managed fd put r bytes of iov at off: log them (or
- * mark the file uncovered). */
+ * mark the file uncovered). Call before tdax_lsync_write_end. */
 void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			    int iovcnt, size_t r);
 

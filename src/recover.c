@@ -5,6 +5,7 @@
 #include "recover.h"
 #include "files.h"
 #include "log.h"
+#include "shadow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -180,6 +181,8 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		if (*budget > 0 && --*budget == 0)
 			raise(SIGKILL);
 	}
+	if (!rep->replay)
+		tdax_shadow_before_sync(fd, f->path);
 	if (fdatasync(fd) != 0) {
 		out->outcome = TDAX_IO_FAILED;
 		snprintf(out->reason, sizeof(out->reason), "fdatasync failed: %s; records kept",

@@ -34,7 +34,7 @@ __thread int tdax_inside;
 
 void tdax_resolve_real(void)
 {
-	if (tdax_real.fdopen)
+	if (tdax_real.execvpe)
 		return;
 	RESOLVE(open);
 	RESOLVE(openat);
@@ -65,6 +65,8 @@ void tdax_resolve_real(void)
 	RESOLVE(splice);
 	RESOLVE(fopen);
 	RESOLVE(fdopen);
+	RESOLVE(execve);
+	RESOLVE(execvpe);
 }
 
 static void warn(const char *fmt, const char *a, const char *b)
@@ -86,6 +88,8 @@ static void warn(const char *fmt, const char *a, const char *b)
 void tdax_fallback(enum tdax_fallback why, const char *path)
 {
 	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	if (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED)
+		return; /* the normal course of things: counted, not worth a warning */
 	uint32_t bit = 1u << why;
 	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
 		return;
@@ -214,6 +218,8 @@ static void configure(void)
 		warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
 	const char *q = getenv("TDAX_QUIET");
 	tdax_rt.quiet = q && !strcmp(q, "1");
+	const char *lie = getenv("TDAX_TEST_LIE");
+	tdax_rt.test_lie = lie && !strcmp(lie, "1");
 	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10) * 1000000u;
 	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000) * 1000000u;
 	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20);

@@ -38,6 +38,7 @@ struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
 	enum tdax_policy policy;
 	bool quiet;
+	bool test_lie;               /* TDAX_TEST_LIE=1: positive control, see lsync.c */
 	uint64_t wb_interval_ns;     /* how often the write-back thread looks */
 	uint64_t wb_age_ns;          /* records older than this are checkpointed */
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
@@ -82,6 +83,8 @@ struct tdax_real {
 	ssize_t (*splice)(int, off_t *, int, off_t *, size_t, unsigned);
 	void *(*fopen)(const char *, const char *);
 	void *(*fdopen)(int, const char *);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
 };
 extern struct tdax_real tdax_real;
 void tdax_resolve_real(void);

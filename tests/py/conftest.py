@@ -1,7 +1,9 @@
 """Shared fixtures: paths of the built binaries, scratch devices and files."""
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -44,3 +46,42 @@ def diskdir():
     os.chmod(d, 0o755)
     yield Path(d)
     shutil.rmtree(d, ignore_errors=True)
+
+
+PY = sys.executable
+# Under test: quiet, no background checkpoints unless asked, and a durable
+# view of every file kept beside it at each real sync (see src/shadow.h).
+TDAX_ENV = {"TDAX_QUIET": "1", "TDAX_WB_AGE_MS": "3600000", "TDAX_TEST_DURABLE_SHADOW": "1"}
+
+
+def tdax_run(device, code, *args, policy="always", env=None, check=0, **kw):
+    """Run Python code under `tdax run` on the given device."""
+    e = dict(TDAX_ENV)
+    e.update(env or {})
+    return run(TDAX, "run", "--device", device, "--policy", policy, "--", PY, "-c", code, *args,
+               env=e, check=check, **kw)
+
+
+def info(device):
+    return json.loads(run(TDAX, "device", "info", "--device", device, "--json", check=0).stdout)
+
+
+def power_cut(device, path):
+    """Simulate a power failure for one file: the page cache is lost, so the
+    file falls back to what its last real sync made durable (the shadow
+    copy tdax kept under TDAX_TEST_DURABLE_SHADOW); the device survives.
+    Then recover, as after a reboot."""
+    shadow = Path(str(path) + ".tdax-durable")
+    durable = shadow.read_bytes() if shadow.exists() else b""
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(durable)
+    return json.loads(run(TDAX, "recover", "--device", device, "--power-failure", "--json",
+                          check=0).stdout)
+
+
+@pytest.fixture
+def dev(device):
+    """A created device region (64 MiB)."""
+    run(TDAX, "device", "create", "--device", device, "--size", "64M", check=0)
+    return device
