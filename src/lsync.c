@@ -156,6 +156,32 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 	return 0;
 }
 
+/*
+ * The guard: a file size tdax writers did not leave means a writer tdax did
+ * not see. The size is read first: a tdax write that grew the file has
+ * either updated size_seen by the time it leaves `inflight`, or is still in
+ * flight (and the growth is its own). A write that starts and finishes
+ * between the two reads moves size_seen: then look again.
+ */
+static bool size_explained(int fd, const struct tdax_file_rt *rt)
+{
+	uint64_t prev = UINT64_MAX;
+	for (int tries = 0; tries < 4; tries++) {
+		uint64_t size;
+		if (tdax_file_size(fd, &size) != 0)
+			return false;
+		if (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0)
+			return true;
+		uint64_t seen = atomic_load(&rt->size_seen);
+		if (size == seen)
+			return true;
+		if (seen == prev)
+			return false; /* nothing tdax did explains it */
+		prev = seen;
+	}
+	return false;
+}
+
 int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 {
 	uint32_t idx = e->file_plus1 - 1;
@@ -173,15 +199,7 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	}
 	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
 	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
-		/* The guard: a size tdax writers did not leave means a writer tdax
-		 * did not see. Read the size first: a tdax write that grew it has
-		 * either updated size_seen by the time it leaves `inflight`, or is
-		 * still in flight (and then the growth is its own). */
-		uint64_t size;
-		bool ok = tdax_file_size(fd, &size) == 0 &&
-			  (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0 ||
-			   size == atomic_load(&rt->size_seen));
-		if (ok) {
+		if (size_explained(fd, rt)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			return 0;
