@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
-LDLIBS  := -lpmem2 -pthread
+LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
 CORE    := crc32c util device files log recover stats shadow
@@ -16,7 +16,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-py demo bench-log clean
+.PHONY: all deps test test-c test-py demo bench-log bench-runtime clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -71,10 +71,14 @@ test-py: all
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/demo.sh
+	@$(B)/venv/bin/python scripts/demo.py
 
 bench-log: all
 	$(B)/bin/tdax-logbench
+
+bench-runtime: deps
+	@$(MAKE) --no-print-directory all
+	$(B)/venv/bin/python bench/runtime_bench.py
 
 clean:
 	rm -rf $(B)/obj $(B)/san $(B)/bin $(B)/lib $(B)/tests

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # build, and the real applications the tests run under tdax
-pkgs=(build-essential pkg-config libpmem2-dev python3 python3-venv sqlite3 util-linux
+pkgs=(build-essential pkg-config libpmem2-dev libisal-dev python3 python3-venv sqlite3 util-linux
       redis-server redis-tools rocksdb-tools postgresql postgresql-contrib)
 pkgs+=("$@")
 missing=()

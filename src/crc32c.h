@@ -1,8 +1,8 @@
 /*
  * crc32c -- CRC-32C (Castagnoli), the checksum of every device record.
  *
- * Uses the SSE4.2 crc32 instruction when the CPU has it and a table
- * otherwise; both give the same value (crc32c("123456789") == 0xE3069283).
+ * crc32c("123456789") == 0xE3069283; values chain: crc(a||b) ==
+ * tdax_crc32c(tdax_crc32c(0, a), b).
  */
 #ifndef TDAX_CRC32C_H
 #define TDAX_CRC32C_H

@@ -25,7 +25,7 @@
  * that exits leaves its segment owned by a dead tid; tdax_log_seal_dead()
  * seals it.
  */
-static __thread struct {
+static __thread __attribute__((tls_model("initial-exec"))) struct {
 	uint64_t open_id;
 	int32_t seg;
 	uint64_t owner;

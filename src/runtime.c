@@ -28,7 +28,7 @@
 
 struct tdax_runtime tdax_rt;
 struct tdax_real tdax_real;
-__thread int tdax_inside;
+__thread int tdax_inside TDAX_TLS;
 
 #define RESOLVE(name) tdax_real.name = (__typeof__(tdax_real.name))dlsym(RTLD_NEXT, #name)
 

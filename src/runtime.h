@@ -89,8 +89,12 @@ struct tdax_real {
 extern struct tdax_real tdax_real;
 void tdax_resolve_real(void);
 
+/* Thread-locals of the hot path: initial-exec, so that reading one is a
+ * load and not a call to __tls_get_addr (libtdax.so is loaded at start). */
+#define TDAX_TLS __attribute__((tls_model("initial-exec")))
+
 /* Calls tdax makes itself pass straight through the hooks. */
-extern __thread int tdax_inside;
+extern __thread int tdax_inside TDAX_TLS;
 
 static inline bool tdax_on(void)
 {
