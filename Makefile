@@ -11,13 +11,15 @@ PRELOAD := runtime lsync writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
 SAN_O   := $(CORE:%=$(B)/san/%.o)
+TSAN_O  := $(CORE:%=$(B)/tsan/%.o)
+TSANFLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard tests/c/test_*.c)))
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-py demo bench-log bench-runtime clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -26,6 +28,14 @@ $(B)/obj/%.o: src/%.c $(HDRS)
 $(B)/san/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(SANFLAGS) -pthread -Isrc -c $< -o $@
+
+$(B)/tsan/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(TSANFLAGS) -pthread -Isrc -c $< -o $@
+
+# Where threads meet: the log's concurrent appenders under ThreadSanitizer.
+$(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
+	$(CC) $(WARN) $(TSANFLAGS) -pthread -Isrc $< tests/c/harness.c $(TSAN_O) -o $@ $(LDLIBS)
 
 $(B)/bin/tdax: $(B)/obj/cli.o $(CORE_O)
 	@mkdir -p $(@D)
@@ -65,6 +75,7 @@ test-c: all
 	@set -e; for t in $(CTESTS); do echo "== $$t"; $(B)/tests/$$t; done
 	@set -e; for t in $(CTESTS); do echo "== $$t (asan+ubsan)"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(B)/san/$$t; done
+	@echo "== test_log (tsan)"; TSAN_OPTIONS=halt_on_error=1 $(B)/tsan/test_log concurrent_threads_append_without_losing_or_sharing_sequence_numbers
 
 test-py: all
 	$(B)/venv/bin/python -m pytest -q tests/py
@@ -81,4 +92,4 @@ bench-runtime: deps
 	$(B)/venv/bin/python bench/runtime_bench.py
 
 clean:
-	rm -rf $(B)/obj $(B)/san $(B)/bin $(B)/lib $(B)/tests
+	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests
