@@ -6,7 +6,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats shadow
+CORE    := crc32c util device files log recover stats shadow track
 PRELOAD := runtime lsync writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)

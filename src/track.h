@@ -1,0 +1,122 @@
+/*
+ * track -- the tracking and upgrade policy of the thesis (chapters 4-5,
+ * SPEC §2), as pure code: no I/O, time is passed in, so the runtime and a
+ * simulator run exactly the same decisions.
+ *
+ * A file is divided into ranges of 2^G pages. Per range:
+ *   write_count     +1 for every page a write touches; each increment is
+ *                   forgotten after the write window;
+ *   writeback_count +1 for every page of the range dirty when a sync writes
+ *                   it back; forgotten after the writeback window.
+ * M = 100 * writeback_count / write_count, once write_count >= F.
+ * M > U and not upgraded: upgrade; M < D and upgraded: downgrade.
+ *
+ * One refinement, argued in docs/policy.md: a sync counts its writebacks,
+ * and may decide an upgrade, only if it comes within the writeback window
+ * of the file's previous sync (it is part of a sync *stream*). Without it,
+ * one sync of many pages written seconds earlier looks like a stream of
+ * synced writes, and a rare burst of syncs amid steady writes would be
+ * upgraded.
+ *
+ * The counts are sliding windows of TDAX_WIN_BUCKETS buckets (an increment
+ * is forgotten between (1 - 1/B) and 1 window after it was made), updated
+ * with atomics only, so any number of threads and processes can share one
+ * range in the device.
+ */
+#ifndef TDAX_TRACK_H
+#define TDAX_TRACK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TDAX_WIN_BUCKETS 8
+#define TDAX_PAGE_SHIFT 12
+
+/* The tunables (shared by all processes through the device). */
+struct tdax_tunables {
+	uint32_t upgrade_pct;     /* U, 0..100 */
+	uint32_t downgrade_pct;   /* D, 0..U */
+	uint32_t write_threshold; /* F */
+	uint32_t gran_order;      /* G for new files, 0..20 */
+	uint64_t wb_window_ns;    /* the writeback decay */
+	uint64_t wr_window_ns;    /* the write decay */
+};
+
+/* Defaults: thesis U/D/F/G, windows chosen in docs/policy.md. */
+#define TDAX_DEFAULT_TUNABLES { 60, 30, 5, 9, 1000000000ull, 1500000000ull }
+
+/* A sliding-window count: bucket = (bucket number << 32) | count. */
+struct tdax_window {
+	_Atomic uint64_t b[TDAX_WIN_BUCKETS];
+};
+
+void tdax_window_add(struct tdax_window *w, uint64_t window_ns, uint64_t now, uint32_t n);
+uint64_t tdax_window_sum(const struct tdax_window *w, uint64_t window_ns, uint64_t now);
+
+/* The range states (the thesis' marks). */
+enum tdax_range_state {
+	TDAX_R_NONE = 0,
+	TDAX_R_TO_UPGRADE,
+	TDAX_R_UPGRADING,
+	TDAX_R_UPGRADED,
+	TDAX_R_TO_DOWNGRADE,
+	TDAX_R_DOWNGRADING,
+};
+const char *tdax_range_state_name(uint32_t s);
+
+/* Are writes to a range in this state copied into the device? From the end
+ * of its upgrade until its downgrade has checkpointed its records. */
+static inline bool tdax_range_logged(uint32_t s)
+{
+	return s == TDAX_R_UPGRADED || s == TDAX_R_TO_DOWNGRADE || s == TDAX_R_DOWNGRADING;
+}
+
+struct tdax_range_track {
+	_Atomic uint32_t state;       /* enum tdax_range_state */
+	_Atomic uint32_t dirty;       /* pages written since the file's last sync */
+	_Atomic uint32_t last_page;   /* last page written (repeat writes to it are one dirty page) */
+	_Atomic uint32_t transitions; /* upgrade and downgrade decisions taken */
+	struct tdax_window wr;        /* write_count */
+	struct tdax_window wb;        /* writeback_count */
+};
+
+enum tdax_decision { TDAX_KEEP = 0, TDAX_UPGRADE, TDAX_DOWNGRADE };
+
+/* A write touched pages [first, first + n) of this range at now. */
+void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint64_t first_page, uint64_t npages);
+
+/*
+ * A sync wrote the range's dirty pages back at now; stream: the file's
+ * previous sync was within the writeback window. Counts the writebacks (if
+ * stream), then decides; an upgrade or downgrade decision marks the range
+ * (to be carried out by a job) and is returned.
+ */
+enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax_tunables *t,
+				   uint64_t now, bool stream);
+
+/* Re-evaluate without a new event (counts decayed): downgrades only. A
+ * logged range whose writes have decayed below F is idle: M counts as 0. */
+enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struct tdax_tunables *t,
+					 uint64_t now);
+
+/* M at now, or -1 while write_count < F. */
+int tdax_track_metric(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now);
+
+/* Mark an upgraded range for downgrade (device pressure). */
+bool tdax_track_force_downgrade(struct tdax_range_track *r);
+
+/*
+ * Jobs. job_begin claims a marked range (TO_UPGRADE -> UPGRADING or
+ * TO_DOWNGRADE -> DOWNGRADING) and returns which job to run, or KEEP if
+ * there is none or another worker took it; job_end completes it, or on
+ * failure rolls the state back so that the job is retried.
+ */
+enum tdax_decision tdax_track_job_begin(struct tdax_range_track *r);
+void tdax_track_job_end(struct tdax_range_track *r, enum tdax_decision job, bool ok);
+
+/* Validate tunables: NULL if fine, else what is wrong. */
+const char *tdax_tunables_check(const struct tdax_tunables *t);
+
+#endif

@@ -1,0 +1,232 @@
+/* test_track -- the thesis policy with a fake clock: the reasoning of
+ * chapters 4-5 as executable cases. */
+#include "harness.h"
+
+#include <string.h>
+
+#include "track.h"
+
+#define MS 1000000ull
+#define US 1000ull
+
+static const struct tdax_tunables T = TDAX_DEFAULT_TUNABLES;
+
+/* A range and the file-level bookkeeping the runtime does around it. */
+struct sim {
+	struct tdax_range_track r;
+	uint64_t last_sync;
+	uint32_t upgrades, downgrades;
+	uint64_t first_upgrade_at;
+	uint32_t syncs, syncs_at_upgrade;
+};
+
+static void sim_init(struct sim *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->last_sync = UINT64_MAX;
+}
+
+/* Carry out marked jobs at once (the worker), counting completed ones. */
+static void run_jobs(struct sim *s)
+{
+	enum tdax_decision j = tdax_track_job_begin(&s->r);
+	tdax_track_job_end(&s->r, j, true);
+	s->upgrades += j == TDAX_UPGRADE;
+	s->downgrades += j == TDAX_DOWNGRADE;
+}
+
+static void wr(struct sim *s, uint64_t now, uint64_t page, uint64_t n)
+{
+	tdax_track_write(&s->r, &T, now, page, n);
+}
+
+static void sync_at(struct sim *s, uint64_t now)
+{
+	bool stream = s->last_sync != UINT64_MAX && now - s->last_sync <= T.wb_window_ns;
+	s->last_sync = now;
+	s->syncs++;
+	tdax_track_sync(&s->r, &T, now, stream);
+	run_jobs(s);
+	if (s->upgrades == 1 && !s->first_upgrade_at) {
+		s->first_upgrade_at = now;
+		s->syncs_at_upgrade = s->syncs;
+	}
+}
+
+static void reeval(struct sim *s, uint64_t now)
+{
+	tdax_track_reevaluate(&s->r, &T, now);
+	run_jobs(s);
+}
+
+TEST(window_forgets_each_increment_after_its_window)
+{
+	struct tdax_window w;
+	memset(&w, 0, sizeof(w));
+	uint64_t W = 800 * MS; /* 8 buckets of 100 ms */
+	tdax_window_add(&w, W, 1000 * MS, 3);
+	tdax_window_add(&w, W, 1450 * MS, 2);
+	CHECK(tdax_window_sum(&w, W, 1500 * MS) == 5);
+	CHECK(tdax_window_sum(&w, W, 1799 * MS) == 5);
+	CHECK(tdax_window_sum(&w, W, 1800 * MS) == 2); /* the first is a window old */
+	CHECK(tdax_window_sum(&w, W, 2300 * MS) == 0);
+	/* A bucket reused a window later starts from zero. */
+	tdax_window_add(&w, W, 2800 * MS, 1);
+	CHECK(tdax_window_sum(&w, W, 2800 * MS) == 1);
+}
+
+TEST(write_sync_stream_is_upgraded_within_a_few_syncs)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 1000; i++, now += 100 * US) {
+		wr(&s, now, (uint64_t)i / 32, 1); /* 128 B appends */
+		sync_at(&s, now + 10 * US);
+	}
+	CHECK(s.upgrades == 1 && s.downgrades == 0);
+	CHECK(s.syncs_at_upgrade <= T.write_threshold + 2);
+	CHECK(atomic_load(&s.r.state) == TDAX_R_UPGRADED);
+	int m = tdax_track_metric(&s.r, &T, now);
+	CHECK(m > (int)T.upgrade_pct);
+}
+
+TEST(slow_sync_stream_is_never_upgraded)
+{
+	/* 4 KiB writes every 10 ms, a sync every 2 s (longer than the
+	 * writeback window): every write is synced, but not as a stream. */
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 6000; i++, now += 10 * MS) {
+		wr(&s, now, (uint64_t)i % 512, 1);
+		if (i % 200 == 199)
+			sync_at(&s, now);
+		if (i % 10 == 0)
+			reeval(&s, now);
+	}
+	CHECK(s.upgrades == 0 && atomic_load(&s.r.transitions) == 0);
+}
+
+TEST(writes_with_rare_syncs_are_never_upgraded)
+{
+	/* 128 B appends every ms, a sync every 200 ms: a stream of syncs, but
+	 * few of the writes are synced one by one. */
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 60000; i++, now += MS) {
+		wr(&s, now, (uint64_t)i / 32 % 512, 1);
+		if (i % 200 == 199)
+			sync_at(&s, now);
+	}
+	CHECK(s.upgrades == 0);
+	int m = tdax_track_metric(&s.r, &T, now);
+	CHECK(m >= 0 && m < (int)T.downgrade_pct);
+}
+
+TEST(no_decision_below_the_write_threshold)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (uint32_t i = 0; i + 1 < T.write_threshold; i++, now += 100 * US) {
+		wr(&s, now, i, 1);
+		sync_at(&s, now + 10 * US);
+		CHECK(tdax_track_metric(&s.r, &T, now + 10 * US) == -1);
+	}
+	CHECK(s.upgrades == 0 && atomic_load(&s.r.state) == TDAX_R_NONE);
+}
+
+TEST(rare_sync_bursts_amid_steady_writes_do_not_oscillate)
+{
+	/* Steady 4 KiB writes; every 10 s a burst of 20 syncs 1 ms apart. */
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 120000; i++, now += MS) {
+		wr(&s, now, (uint64_t)i % 512, 1);
+		if (i % 10000 >= 9980)
+			sync_at(&s, now);
+		if (i % 100 == 0)
+			reeval(&s, now);
+	}
+	CHECK(atomic_load(&s.r.transitions) == 0);
+}
+
+TEST(stopped_stream_is_downgraded_by_reevaluation)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 200; i++, now += 100 * US) {
+		wr(&s, now, 0, 1);
+		sync_at(&s, now + 10 * US);
+	}
+	CHECK(atomic_load(&s.r.state) == TDAX_R_UPGRADED);
+	/* No more syncs, no more writes: after the windows pass, it goes. */
+	for (int i = 0; i < 40; i++, now += 100 * MS)
+		reeval(&s, now);
+	CHECK(s.downgrades == 1 && atomic_load(&s.r.state) == TDAX_R_NONE);
+}
+
+TEST(alternating_phases_transition_once_per_phase)
+{
+	/* 3 s of a write+sync stream, 3 s of writes only, 10 times: at most
+	 * one upgrade and one downgrade per cycle, never more. */
+	struct sim s;
+	sim_init(&s);
+	uint64_t now = 10000 * MS;
+	for (int cycle = 0; cycle < 10; cycle++) {
+		for (int i = 0; i < 3000; i++, now += MS) {
+			wr(&s, now, (uint64_t)i / 32 % 512, 1);
+			sync_at(&s, now + 10 * US);
+		}
+		for (int i = 0; i < 3000; i++, now += MS) {
+			wr(&s, now, (uint64_t)i / 32 % 512, 1);
+			if (i % 100 == 0)
+				reeval(&s, now);
+		}
+	}
+	CHECK(s.upgrades == 10 && s.downgrades == 10);
+}
+
+TEST(failed_job_rolls_back_and_is_retried_never_run_twice)
+{
+	struct tdax_range_track r;
+	memset(&r, 0, sizeof(r));
+	atomic_store(&r.state, TDAX_R_TO_UPGRADE);
+	CHECK(tdax_track_job_begin(&r) == TDAX_UPGRADE);
+	CHECK(tdax_track_job_begin(&r) == TDAX_KEEP); /* running: nobody else takes it */
+	tdax_track_job_end(&r, TDAX_UPGRADE, false);
+	CHECK(atomic_load(&r.state) == TDAX_R_TO_UPGRADE);
+	CHECK(tdax_track_job_begin(&r) == TDAX_UPGRADE);
+	tdax_track_job_end(&r, TDAX_UPGRADE, true);
+	CHECK(atomic_load(&r.state) == TDAX_R_UPGRADED);
+	CHECK(tdax_track_force_downgrade(&r));
+	CHECK(!tdax_track_force_downgrade(&r)); /* never queued twice */
+	CHECK(tdax_track_job_begin(&r) == TDAX_DOWNGRADE);
+	tdax_track_job_end(&r, TDAX_DOWNGRADE, false);
+	CHECK(atomic_load(&r.state) == TDAX_R_TO_DOWNGRADE);
+	CHECK(tdax_range_logged(atomic_load(&r.state))); /* still logged until the checkpoint */
+	CHECK(tdax_track_job_begin(&r) == TDAX_DOWNGRADE);
+	tdax_track_job_end(&r, TDAX_DOWNGRADE, true);
+	CHECK(atomic_load(&r.state) == TDAX_R_NONE && !tdax_range_logged(TDAX_R_NONE));
+}
+
+TEST(tunables_are_validated)
+{
+	struct tdax_tunables t = T;
+	CHECK(tdax_tunables_check(&t) == NULL);
+	t.upgrade_pct = 101;
+	CHECK(tdax_tunables_check(&t) != NULL);
+	t = T;
+	t.downgrade_pct = 70;
+	CHECK(tdax_tunables_check(&t) != NULL);
+	t = T;
+	t.gran_order = 21;
+	CHECK(tdax_tunables_check(&t) != NULL);
+	t = T;
+	t.wb_window_ns = 0;
+	CHECK(tdax_tunables_check(&t) != NULL);
+}
