@@ -6,8 +6,8 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats shadow track
-PRELOAD := runtime lsync writeback interpose
+CORE    := crc32c util device files log recover stats shadow track control ranges
+PRELOAD := runtime lsync policy writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
 SAN_O   := $(CORE:%=$(B)/san/%.o)
@@ -18,7 +18,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-py demo bench-log bench-runtime clean
+.PHONY: all deps test test-c test-py demo bench-log bench-runtime bench-policy clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -37,7 +37,9 @@ $(B)/tsan/%.o: src/%.c $(HDRS)
 $(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
 	$(CC) $(WARN) $(TSANFLAGS) -pthread -Isrc $< tests/c/harness.c $(TSAN_O) -o $@ $(LDLIBS)
 
-$(B)/bin/tdax: $(B)/obj/cli.o $(CORE_O)
+CLI_O   := $(B)/obj/cli.o $(B)/obj/cmd_device.o $(B)/obj/cmd_status.o
+
+$(B)/bin/tdax: $(CLI_O) $(CORE_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -90,6 +92,10 @@ bench-log: all
 bench-runtime: deps
 	@$(MAKE) --no-print-directory all
 	$(B)/venv/bin/python bench/runtime_bench.py
+
+bench-policy: deps
+	@$(MAKE) --no-print-directory all
+	$(B)/venv/bin/python bench/policy_bench.py
 
 clean:
 	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests

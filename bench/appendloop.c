@@ -4,7 +4,11 @@
  * sync). Prints operations per second and the median latency of one
  * append+sync and of the sync alone as JSON. Run it plain and under `tdax run` to compare.
  *
- * usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite]
+ * With --light-under NS it also reports when the syncs became lightweight
+ * (the first sync faster than NS, and the fraction of such syncs): the
+ * reactivity of the policy to a new stream.
+ *
+ * usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite] [--light-under NS]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -34,8 +38,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "size", required_argument, 0, 's' }, { "count", required_argument, 0, 'n' },
 		{ "nosync", no_argument, 0, 'x' }, { "pwrite", no_argument, 0, 'p' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "light-under", required_argument, 0, 'l' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
+	uint64_t light_under = 0;
 	size_t size = 128;
 	long count = 20000;
 	int nosync = 0, use_pwrite = 0, c;
@@ -45,8 +51,10 @@ int main(int argc, char **argv)
 		case 'n': count = atol(optarg); break;
 		case 'x': nosync = 1; break;
 		case 'p': use_pwrite = 1; break;
+		case 'l': light_under = strtoull(optarg, NULL, 10); break;
 		default:
-			fprintf(stderr, "usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite]\n");
+			fprintf(stderr, "usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite] "
+				"[--light-under NS]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -68,7 +76,8 @@ int main(int argc, char **argv)
 		perror("fdatasync");
 		return 1;
 	}
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), first_light_ns = 0;
+	long first_light = -1, lights = 0;
 	for (long i = 0; i < count; i++) {
 		uint64_t s = now_ns();
 		ssize_t w = use_pwrite ? pwrite(fd, buf, size, (off_t)(i * (long)size)) : write(fd, buf, size);
@@ -79,14 +88,23 @@ int main(int argc, char **argv)
 		}
 		lat[i] = now_ns() - s;
 		slat[i] = lat[i] - (m - s);
+		if (light_under && slat[i] < light_under) {
+			lights++;
+			if (first_light < 0) {
+				first_light = i;
+				first_light_ns = now_ns() - t0;
+			}
+		}
 	}
 	double secs = (double)(now_ns() - t0) / 1e9;
 	qsort(lat, (size_t)count, sizeof(*lat), cmp);
 	qsort(slat, (size_t)count, sizeof(*slat), cmp);
 	printf("{\"ops_per_s\": %.1f, \"median_ns\": %llu, \"p99_ns\": %llu, \"sync_median_ns\": %llu, "
-	       "\"count\": %ld, \"size\": %zu}\n", (double)count / secs, (unsigned long long)lat[count / 2],
+	       "\"count\": %ld, \"size\": %zu, \"first_light_sync\": %ld, \"first_light_ns\": %llu, "
+	       "\"light_fraction\": %.4f}\n", (double)count / secs, (unsigned long long)lat[count / 2],
 	       (unsigned long long)lat[(size_t)((double)count * 0.99)],
-	       (unsigned long long)slat[count / 2], count, size);
+	       (unsigned long long)slat[count / 2], count, size, first_light,
+	       (unsigned long long)first_light_ns, (double)lights / (double)count);
 	close(fd);
 	return 0;
 }

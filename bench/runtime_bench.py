@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=2.0, help="per SQLite run")
     ap.add_argument("--count", type=int, default=20000, help="appends per tdax/no-sync run")
-    ap.add_argument("--policy", default="always")
+    ap.add_argument("--policy", default="thesis")
     a = ap.parse_args()
     dev = fresh_device(f"/dev/shm/tdax-bench-{os.getpid()}")
     try:

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "device.h"
+#include "control.h"
 #include "crc32c.h"
 
 #include <errno.h>
@@ -251,19 +252,23 @@ static void format_region(struct tdax_device *dev, const struct tdax_create_opts
 	sb->files_off = TDAX_HEADER_SIZE;
 	sb->max_files = TDAX_DEFAULT_MAX_FILES;
 	sb->file_entry_size = TDAX_FILE_ENTRY_SIZE;
-	sb->segs_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	sb->ranges_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	sb->max_ranges = TDAX_DEFAULT_MAX_RANGES;
+	sb->range_entry_size = TDAX_RANGE_ENTRY_SIZE;
+	sb->segs_off = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
 	sb->seg_size = seg;
 	sb->nsegs = (uint32_t)((cap - sb->segs_off) / seg);
-	/* Zero the file table and every segment header: nothing is registered
-	 * and no segment holds records. */
-	memset(dev->base + sb->files_off, 0, (uint64_t)sb->max_files * sb->file_entry_size);
-	tdax_persist(dev, dev->base + sb->files_off, (uint64_t)sb->max_files * sb->file_entry_size);
+	/* Zero the file and range tables and every segment header: nothing is
+	 * registered or tracked, and no segment holds records. */
+	memset(dev->base + sb->files_off, 0, sb->segs_off - sb->files_off);
+	tdax_persist(dev, dev->base + sb->files_off, sb->segs_off - sb->files_off);
 	for (uint32_t i = 0; i < sb->nsegs; i++) {
 		char *s = dev->base + sb->segs_off + (uint64_t)i * seg;
 		memset(s, 0, TDAX_SEG_HEADER_SIZE);
 		dev->flush(s, TDAX_SEG_HEADER_SIZE);
 	}
 	set_pointers(dev);
+	tdax_control_format(dev);
 	tdax_device_set_state(dev, TDAX_STATE_CLEAN);
 	sb->crc = 0;
 	memcpy(sb->magic, TDAX_MAGIC, sizeof(sb->magic));
@@ -345,7 +350,8 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	cap &= ~(uint64_t)4095;
 	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
 	if (seg < 4096 || seg % 4096 || cap < TDAX_MIN_CAPACITY ||
-	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE) / seg < 4) {
+	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
+	     (uint64_t)TDAX_DEFAULT_MAX_RANGES * TDAX_RANGE_ENTRY_SIZE) / seg < 4) {
 		unmap_region(&dev);
 		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
 			"use a larger device or smaller segments", o->path, (unsigned long long)cap, seg);
@@ -371,11 +377,14 @@ static int check_header(const char *path, const struct tdax_super *sb, uint64_t 
 		return tdax_errf(err, "%s: device header checksum mismatch: the header is corrupt; "
 			"nothing was changed", path);
 	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	uint64_t ranges_end = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
 	uint64_t segs_end = sb->segs_off + (uint64_t)sb->nsegs * sb->seg_size;
 	if (sb->backend < TDAX_BACKEND_EMULATED || sb->backend > TDAX_BACKEND_DEVDAX ||
 	    sb->files_off < TDAX_HEADER_SIZE || sb->file_entry_size != TDAX_FILE_ENTRY_SIZE ||
 	    sb->max_files == 0 || sb->max_files > (1u << 20) || sb->seg_size < 4096 ||
-	    sb->seg_size % 4096 || sb->nsegs == 0 || sb->segs_off < files_end ||
+	    sb->seg_size % 4096 || sb->nsegs == 0 || sb->ranges_off < files_end ||
+	    sb->range_entry_size != TDAX_RANGE_ENTRY_SIZE || sb->max_ranges > (1u << 24) ||
+	    sb->segs_off < ranges_end ||
 	    segs_end > sb->capacity || sb->capacity < TDAX_MIN_CAPACITY)
 		return tdax_errf(err, "%s: device header describes an impossible layout; it is "
 			"corrupt or from another program", path);

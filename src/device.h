@@ -9,7 +9,10 @@
  *   256           struct tdax_state: boot id of last use, clean flag
  *   512           the device-wide sequence counter (own cache line)
  *   576           the registration lock word (own cache line)
+ *   1024          device-wide counters (stats.h)
+ *   2048          tunables of the policy (control.h)
  *   files_off     file identity table (files.h), max_files entries
+ *   ranges_off    tracked file ranges (ranges.h), max_ranges entries
  *   segs_off      write log segments (log.h), nsegs * seg_size bytes
  */
 #ifndef TDAX_DEVICE_H
@@ -34,6 +37,9 @@
 #define TDAX_DEFAULT_MAX_FILES 1024u
 #define TDAX_FILE_ENTRY_SIZE 1024u /* struct tdax_file, files.h */
 #define TDAX_SEG_HEADER_SIZE 256u  /* struct tdax_seg, log.h */
+#define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
+#define TDAX_DEFAULT_MAX_RANGES 8192u
+#define TDAX_TUNABLES_OFF 2048
 
 enum tdax_backend {
 	TDAX_BACKEND_EMULATED = 1, /* tmpfs or hugetlbfs file: simulated persistence */
@@ -53,6 +59,9 @@ struct tdax_super {
 	uint64_t files_off;
 	uint32_t max_files;
 	uint32_t file_entry_size;
+	uint64_t ranges_off;
+	uint32_t max_ranges;
+	uint32_t range_entry_size;
 	uint64_t segs_off;
 	uint32_t nsegs;
 	uint32_t seg_size;

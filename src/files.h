@@ -35,6 +35,10 @@ struct tdax_file_rt {
 	_Atomic uint32_t unmanaged;    /* a write path tdax cannot see: TDAX_FB_* reason, 0 = none */
 	_Atomic uint32_t rewrite;      /* a sync failed: re-apply the records before trusting one */
 	_Atomic uint32_t inflight;     /* tdax writes between the real write and size_seen */
+	_Atomic uint32_t gran;         /* G + 1 of this file's ranges, 0 = not tracked yet */
+	_Atomic uint64_t last_sync_ns; /* CLOCK_MONOTONIC of the file's last sync (tracking) */
+	_Atomic uint32_t dirty_ranges[6]; /* range table slots + 1 written since the last sync */
+	_Atomic uint32_t dirty_overflow;  /* more than fit above: the sync scans the table */
 };
 
 struct tdax_file {

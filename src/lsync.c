@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "lsync.h"
 #include "log.h"
+#include "policy.h"
 #include "recover.h"
 #include "shadow.h"
 
@@ -32,14 +33,6 @@ void tdax_lsync_uncover(uint32_t idx, enum tdax_fallback why)
 {
 	atomic_fetch_add(&rt_of(idx)->uncovered, 1);
 	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
-}
-
-/* Is this write's range upgraded? (The tracking policy decides; until it is
- * in, thesis acts as always.) */
-static bool upgraded(uint32_t idx, uint64_t off, size_t len)
-{
-	(void)idx, (void)off, (void)len;
-	return tdax_rt.policy != TDAX_POLICY_NEVER;
 }
 
 /* Log r bytes of iov at off; false if any part could not be logged. */
@@ -87,7 +80,7 @@ void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct 
 		why = TDAX_FB_DIRECT;
 	else if (atomic_load_explicit(&rt->unmanaged, memory_order_relaxed))
 		why = (enum tdax_fallback)atomic_load(&rt->unmanaged);
-	else if (!upgraded(idx, off, r))
+	else if (!tdax_policy_write(idx, e->gen, off, r))
 		why = TDAX_FB_NOT_UPGRADED;
 	else if (tdax_rt.test_lie)
 		; /* positive control for the crash tests: claim coverage, log nothing */
@@ -189,6 +182,7 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	struct tdax_file_rt *rt = &f->rt;
 	if (f->gen != e->gen)
 		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	tdax_policy_sync(idx, e->gen);
 	int err = atomic_exchange(&rt->wb_error, 0);
 	if (err) {
 		/* A background sync of this file failed: report it once, as the

@@ -36,6 +36,8 @@ enum tdax_stat {
 	TDAX_ST_UNLOGGED_WRITES,
 	TDAX_ST_CHECKPOINTS,     /* background / exit / metadata checkpoints */
 	TDAX_ST_SYNC_ERRORS,     /* real syncs that failed */
+	TDAX_ST_UPGRADES,        /* ranges upgraded (jobs done) */
+	TDAX_ST_DOWNGRADES,      /* ranges downgraded (jobs done) */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };

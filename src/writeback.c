@@ -5,6 +5,7 @@
 #include "writeback.h"
 #include "log.h"
 #include "lsync.h"
+#include "policy.h"
 #include "runtime.h"
 
 #include <pthread.h>
@@ -13,6 +14,9 @@
 
 static _Atomic int running;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t kick_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t kick_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic int kicked;
 
 void tdax_writeback_pass(int all)
 {
@@ -34,6 +38,7 @@ void tdax_writeback_pass(int all)
 		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
 			tdax_lsync_checkpoint_file(i);
 	}
+	tdax_policy_work(pressure);
 	if (tdax_log_seal_dead(dev) || pressure)
 		tdax_log_reclaim(dev);
 	tdax_stats_flush();
@@ -46,10 +51,18 @@ static void *thread_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
-	struct timespec ts = { (time_t)(tdax_rt.wb_interval_ns / 1000000000u),
-			       (long)(tdax_rt.wb_interval_ns % 1000000000u) };
 	for (;;) {
-		nanosleep(&ts, NULL);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + tdax_rt.wb_interval_ns;
+		ts.tv_sec += (time_t)(ns / 1000000000u);
+		ts.tv_nsec = (long)(ns % 1000000000u);
+		pthread_mutex_lock(&kick_lock);
+		while (!atomic_load(&kicked) &&
+		       pthread_cond_timedwait(&kick_cond, &kick_lock, &ts) == 0)
+			;
+		atomic_store(&kicked, 0);
+		pthread_mutex_unlock(&kick_lock);
 		tdax_writeback_pass(0);
 	}
 	return NULL;
@@ -75,8 +88,20 @@ void tdax_writeback_ensure(void)
 	pthread_mutex_unlock(&start_lock);
 }
 
+void tdax_writeback_kick(void)
+{
+	if (atomic_exchange(&kicked, 1))
+		return;
+	pthread_mutex_lock(&kick_lock);
+	pthread_cond_signal(&kick_cond);
+	pthread_mutex_unlock(&kick_lock);
+}
+
 void tdax_writeback_after_fork(void)
 {
 	atomic_store(&running, 0);
+	atomic_store(&kicked, 0);
 	pthread_mutex_init(&start_lock, NULL);
+	pthread_mutex_init(&kick_lock, NULL);
+	pthread_cond_init(&kick_cond, NULL);
 }

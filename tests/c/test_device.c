@@ -32,7 +32,9 @@ TEST(create_then_open_reports_geometry_and_state)
 	CHECK(dev);
 	CHECK(memcmp(dev->sb->magic, TDAX_MAGIC, 8) == 0);
 	CHECK(dev->sb->capacity == 16 << 20);
-	CHECK(dev->sb->nsegs == (16u << 20) / (1u << 20) - 2); /* header + file table */
+	/* header, file table (1 MiB), range table (2 MiB), then segments */
+	CHECK(dev->sb->segs_off == 4096 + (1u << 20) + (2u << 20));
+	CHECK(dev->sb->nsegs == ((16u << 20) - dev->sb->segs_off) / (1u << 20));
 	CHECK(dev->backend == TDAX_BACKEND_EMULATED);
 	CHECK(dev->st->clean == TDAX_STATE_CLEAN);
 	CHECK(!tdax_device_boot_changed(dev));

@@ -1,0 +1,44 @@
+/*
+ * cli -- what the tdax command's modules share: exit codes, argument and
+ * error helpers, and the command entry points.
+ */
+#ifndef TDAX_CLI_H
+#define TDAX_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "util.h"
+
+/* Exit codes (documented in docs/cli.md). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
+
+const char *default_device(void);
+int open_flags(void);
+int fail(const struct tdax_err *e);
+int usage_error(const char *cmd, const char *fmt, const char *arg);
+void json_str(FILE *f, const char *s);
+struct tdax_device;
+/* The device-wide counters as a JSON object. */
+void json_counters(const struct tdax_device *dev);
+
+/* Options of the commands that only name a device. parse_dev_args returns
+ * -1 to go on, or the exit status (after --help or bad usage). */
+struct dev_args {
+	const char *path;
+	bool json, force, power_failure, discard, verbose;
+};
+int parse_dev_args(const char *cmd, const char *help, int argc, char **argv, const char *allowed,
+		   struct dev_args *a);
+
+int cmd_device_create(int argc, char **argv);
+int cmd_device_info(int argc, char **argv);
+int cmd_device_destroy(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_set(int argc, char **argv);
+
+#endif

@@ -1,0 +1,120 @@
+"""The thesis policy inside the runtime: tunables shared through the device,
+status, and decisions taken by running processes."""
+import json
+import os
+import subprocess
+import time
+
+from conftest import PY, TDAX, TDAX_ENV, info, run
+
+
+def status(dev, *flags):
+    return json.loads(run(TDAX, "status", "--device", dev, "--json", *flags, check=0).stdout)
+
+
+def test_get_and_set_validate_and_persist(dev):
+    out = run(TDAX, "get", "--device", dev, check=0).stdout
+    assert "upgrade_threshold" in out and "write_window_ms" in out
+    assert run(TDAX, "get", "--device", dev, "upgrade_threshold", check=0).stdout.strip() == "60"
+    for bad, why in (("upgrade_threshold=101", "0..100"), ("downgrade_threshold=70", "must not exceed"),
+                     ("granularity_order=21", "0..20"), ("write_window_ms=0", "longer than 0"),
+                     ("write_threshold=-1", "whole number"), ("nonsense=1", "unknown tunable")):
+        p = run(TDAX, "set", "--device", dev, bad, check=1)
+        assert why in p.stderr, p.stderr
+    assert run(TDAX, "set", "--device", dev, "noequals", check=2).returncode == 2
+    run(TDAX, "set", "--device", dev, "upgrade_threshold=80", "downgrade_threshold=20", check=0)
+    t = status(dev)["tunables"]
+    assert t["upgrade_threshold"] == 80 and t["downgrade_threshold"] == 20
+
+
+STREAM = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def stream(seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        os.write(fd, b"x" * 128); os.fdatasync(fd)
+stream(float(sys.argv[2]))
+print("phase1", flush=True)
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.01)
+stream(float(sys.argv[2]))
+time.sleep(0.1)
+"""
+
+
+def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir):
+    path = diskdir / "wal"
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
+                          path, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **TDAX_ENV))
+    assert p.stdout.readline().strip() == "phase1"
+    s = status(dev, "-v")
+    f = [x for x in s["files"] if x["path"] == str(path)][0]
+    assert f["upgraded"] >= 1
+    r = f["range_detail"][0]
+    assert r["state"] == "upgraded" and r["metric"] > 60 and r["writes"] > 0
+    (diskdir / "go").write_bytes(b"")
+    p.wait()
+    c = status(dev)["counters"]
+    assert c["upgrades"] >= 1 and c["light_syncs"] > c["real_syncs"]
+
+
+def test_tunable_change_reaches_a_running_process(dev, diskdir):
+    """U=100 can never be exceeded: nothing is upgraded. Lowered while the
+    process runs, its next syncs upgrade the range."""
+    run(TDAX, "set", "--device", dev, "upgrade_threshold=100", check=0)
+    path = diskdir / "wal"
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
+                          path, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **TDAX_ENV))
+    assert p.stdout.readline().strip() == "phase1"
+    time.sleep(0.05)
+    before = status(dev)["counters"]
+    assert before["upgrades"] == 0 and before["light_syncs"] == 0
+    run(TDAX, "set", "--device", dev, "upgrade_threshold=60", check=0)
+    (diskdir / "go").write_bytes(b"")
+    p.wait()
+    after = status(dev)["counters"]
+    assert after["upgrades"] >= 1 and after["light_syncs"] > 100
+
+
+def test_a_file_synced_every_5_seconds_is_never_upgraded(dev, diskdir):
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+t0 = time.time(); n = 0
+while time.time() - t0 < 11:
+    os.pwrite(fd, b"y" * 4096, (n % 256) * 4096); n += 1
+    if n % 50 == 0:
+        os.fdatasync(fd)
+    time.sleep(0.1)
+"""
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", code,
+                          diskdir / "slow"], env=dict(os.environ, **TDAX_ENV))
+    seen = []
+    while p.poll() is None:
+        s = status(dev)
+        seen += [f["upgraded"] for f in s["files"] if f["path"].endswith("/slow")]
+        time.sleep(0.5)
+    assert p.returncode == 0 and seen and max(seen) == 0
+    c = status(dev)["counters"]
+    assert c["upgrades"] == 0 and c["light_syncs"] == 0 and c["real_syncs"] >= 2
+
+
+def test_policy_never_tracks_but_never_upgrades(dev, diskdir):
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "never", "--", PY, "-c", STREAM,
+                          diskdir / "wal", "0.3", diskdir / "go"], stdout=subprocess.PIPE,
+                         text=True, env=dict(os.environ, **TDAX_ENV))
+    assert p.stdout.readline().strip() == "phase1"
+    s = status(dev, "-v")
+    f = [x for x in s["files"] if x["path"].endswith("/wal")][0]
+    assert f["ranges"] >= 1 and f["range_detail"][0]["writes"] > 0
+    (diskdir / "go").write_bytes(b"")
+    p.wait()
+    assert status(dev)["counters"]["light_syncs"] == 0
+
+
+def test_top_refreshes_status(dev):
+    out = run(TDAX, "top", "--device", dev, "--interval", "10", "--count", "2", check=0).stdout
+    assert out.count("tdax top --") == 2 and "syncs:" in out
