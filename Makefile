@@ -19,7 +19,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-py demo bench-log bench-runtime bench-policy clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/tests/logwriter
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -48,6 +48,9 @@ $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
 
 $(B)/bin/tdax-logbench: bench/logbench.c $(CORE_O) $(HDRS)
+	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
+$(B)/bin/tdax-windows: bench/windows.c $(CORE_O) $(HDRS)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
 
 $(B)/bin/tdax-appendloop: bench/appendloop.c
@@ -95,6 +98,7 @@ bench-runtime: deps
 
 bench-policy: deps
 	@$(MAKE) --no-print-directory all
+	$(B)/bin/tdax-windows
 	$(B)/venv/bin/python bench/policy_bench.py
 
 clean:
