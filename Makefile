@@ -18,7 +18,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-py demo bench-log bench-runtime bench-policy clean
+.PHONY: all deps test test-c test-py demo bench bench-deps bench-log bench-runtime bench-policy clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -95,6 +95,16 @@ bench-log: all
 bench-runtime: deps
 	@$(MAKE) --no-print-directory all
 	$(B)/venv/bin/python bench/runtime_bench.py
+
+# The packages the benchmark suites need (also installed by `make deps`).
+bench-deps:
+	@scripts/deps.sh fio
+
+# A short run of every benchmark suite; writes docs/benchmarks.md.
+bench: bench-deps
+	@$(MAKE) --no-print-directory all
+	$(B)/bin/tdax bench all --quick
+	$(B)/venv/bin/python scripts/benchdoc.py
 
 bench-policy: deps
 	@$(MAKE) --no-print-directory all

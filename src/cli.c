@@ -3,10 +3,13 @@
  * Written in C so that recovery works on a minimal system with no Python.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "device.h"
@@ -100,6 +103,37 @@ void json_counters(const struct tdax_device *dev)
 	printf("}");
 }
 
+/*
+ * tdax bench: benchmarks, plots and the simulator's kind of work are
+ * Python's; hand over to the project's virtual environment
+ * (build/bin/tdax -> build/venv/bin/python -m tdaxbench, bench/ on the path).
+ */
+static int cmd_bench(int argc, char **argv)
+{
+	char exe[PATH_MAX - 64], py[PATH_MAX], path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return fail(&(struct tdax_err){ "tdax bench: cannot find where tdax is installed" });
+	exe[n] = '\0';
+	*strrchr(exe, '/') = '\0';
+	snprintf(py, sizeof(py), "%s/../venv/bin/python", exe);
+	snprintf(path, sizeof(path), "%s/../../bench", exe);
+	if (access(py, X_OK) != 0) {
+		fprintf(stderr, "tdax bench: no Python environment at %s; run 'make bench-deps' first\n", py);
+		return EXIT_FAIL;
+	}
+	setenv("PYTHONPATH", path, 1);
+	char **args = calloc((size_t)argc + 3, sizeof(char *));
+	args[0] = py;
+	args[1] = "-m";
+	args[2] = "tdaxbench";
+	for (int i = 1; i < argc; i++)
+		args[i + 2] = argv[i];
+	execv(py, args);
+	fprintf(stderr, "tdax bench: cannot run %s: %s\n", py, strerror(errno));
+	return EXIT_FAIL;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char main_help[] =
@@ -114,6 +148,7 @@ static const char main_help[] =
 	"  top              status, refreshed, for watching a running database\n"
 	"  get [KEY]        show the policy's tunables\n"
 	"  set KEY=VALUE    change a tunable for every process using the device\n"
+	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
 	"\n"
 	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE ".\n"
 	"Exit status: 0 success, 1 failure (the message says what and what to do),\n"
@@ -132,7 +167,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top },
-		    { "get", cmd_get }, { "set", cmd_set } };
+		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench } };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
 		if (strcmp(argv[1], top[i].name) == 0)
 			return top[i].fn(argc - 1, argv + 1);

@@ -1,0 +1,1 @@
+"""tdaxbench -- `tdax bench`: the reference experiments, side by side, with plots."""
