@@ -1,11 +1,25 @@
 """benchdoc -- write docs/benchmarks.md from the latest `tdax bench all` run
-(results/latest.txt names its result directories); copies the plots to
+(results/latest.txt names its result directories): the summaries and plots
+are rendered again from each run's raw results.json, and the plots copied to
 docs/bench/."""
+import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from tdaxbench import report  # noqa: E402
+from tdaxbench.suites import SUITES  # noqa: E402
+
+
+def rerender(d):
+    meta = json.loads((d / "results.json").read_text())
+    opts = argparse.Namespace(**meta["opts"])
+    names = {r["config"] for r in meta["rows"]}
+    cfgs = [c for c in SUITES[meta["suite"]](opts) if c.name in names]
+    report.render(d, meta["suite"], cfgs, meta["rows"], opts.policies, meta)
 
 
 def main():
@@ -24,6 +38,7 @@ def main():
              "numbers; `tdax bench SUITE --repeat 5` (without --quick) for longer runs. Our bar "
              "(shared/SPEC.md §4) is tdax at >= 0.9 of the same workload with syncing off.", ""]
     for d in dirs:
+        rerender(d)
         text = (d / "summary.md").read_text()
         for png in d.glob("*.png"):
             shutil.copy(png, docs / png.name)

@@ -87,7 +87,13 @@ def check_tools(suite):
 
 def run_suite(suite, a, device, console):
     check_tools(suite)
-    cfgs = [c for c in SUITES[suite](a) if not a.only or a.only in c.name or not c.sync]
+    cfgs = SUITES[suite](a)
+    if a.only:
+        keep = [c for c in cfgs if c.sync and a.only in c.name]
+        refs = {c.ref for c in keep}
+        cfgs = keep + [c for c in cfgs if c.name in refs]
+    if not cfgs:
+        sys.exit(f"tdax bench {suite}: no configuration matches --only {a.only!r}")
     grid = parse_grid(a.grid) if a.sweep else None
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else []
     plan = []
@@ -113,12 +119,9 @@ def run_suite(suite, a, device, console):
             prog.advance(task)
     env.set_tunables(device, **defaults)
     meta = {"suite": suite, "machine": env.machine(), "opts": {k: v for k, v in vars(a).items()}}
-    med = report.medians(rows)
-    ratios = report.ratio_rows(cfgs, med, a.policies)
+    ratios, _ = report.render(out, suite, cfgs, rows, a.policies, meta)
     report.write_raw(out, rows, {**meta, "ratios": ratios})
-    report.plot_suite(out, suite, cfgs, med, ratios, a.policies)
-    report.plot_sweep(out, suite, rows, med)
-    report.summary(out, suite, cfgs, med, ratios, a.policies, meta)
+    med = report.medians(rows)
     t = Table(title=f"{suite} ({cfgs[0].unit}, median of {a.repeat})")
     for col in ["config", "without tdax"] + [f"tdax {p}" for p in a.policies] + ["sync off"] + \
                [x for p in a.policies for x in (f"{p}/default", f"{p}/sync off")]:

@@ -40,6 +40,15 @@ def ratio_rows(cfgs, med, policies):
     return out
 
 
+def render(outdir, suite, cfgs, rows, policies, meta):
+    """Everything a run leaves besides the raw data: plots and summary."""
+    med = medians(rows)
+    ratios = ratio_rows(cfgs, med, policies)
+    plot_suite(outdir, suite, cfgs, med, ratios, policies)
+    plot_sweep(outdir, suite, rows, med)
+    return ratios, summary(outdir, suite, cfgs, med, ratios, policies, meta)
+
+
 def write_raw(outdir, rows, meta):
     with open(outdir / "raw.csv", "w", newline="") as f:
         keys = ["suite", "config", "mode", "rep", "value", "unit", "sweep"]
@@ -115,8 +124,16 @@ def plot_sweep(outdir, suite, rows, med):
     return path
 
 
+def fmt(m):
+    """median (min..max) of one cell."""
+    if not m:
+        return "-"
+    med, lo, hi, n = m
+    return f"{med:,.0f}" + (f" ({lo:,.0f}..{hi:,.0f})" if n > 1 else "")
+
+
 def summary(outdir, suite, cfgs, med, ratios, policies, meta):
-    lines = [f"### {suite}", "", f"Medians of {meta['opts']['repeat']} interleaved runs; "
+    lines = [f"### {suite}", "", f"Medians (min..max) of {meta['opts']['repeat']} interleaved runs; "
              f"{meta['machine']['cpus']} CPUs, kernel {meta['machine']['kernel']}, emulated device.", "",
              "| config | without tdax | " + " | ".join(f"tdax {p}" for p in policies) +
              " | sync off | " + " | ".join(f"{p}/default | {p}/sync off" for p in policies) + " |",
@@ -126,13 +143,13 @@ def summary(outdir, suite, cfgs, med, ratios, policies, meta):
             continue
         d = med.get((c.name, "default"), (0,))[0]
         off = med.get((c.ref, "default"), (0,))[0]
-        cells = [f"{med.get((c.name, p), (0,))[0]:,.0f}" for p in policies]
+        cells = [fmt(med.get((c.name, p))) for p in policies]
         rat = []
         for p in policies:
             v = med.get((c.name, p), (0,))[0]
             rat += [f"{v / d:.2f}x" if d else "-", f"{v / off:.2f}" if off else "-"]
-        lines.append(f"| {c.name} | {d:,.0f} | " + " | ".join(cells) + f" | {off:,.0f} | " +
-                     " | ".join(rat) + " |")
+        lines.append(f"| {c.name} | {fmt(med.get((c.name, 'default')))} | " + " | ".join(cells) +
+                     f" | {fmt(med.get((c.ref, 'default')))} | " + " | ".join(rat) + " |")
     lines += ["", f"Unit: {cfgs[0].unit}. Plot: ![{suite}]({suite}.png)", ""]
     if suite in REFERENCE:
         lines += ["Reference (shared/SPEC.md §4, the thesis and the TDM paper, on their hardware):", "",

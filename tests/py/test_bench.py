@@ -1,0 +1,51 @@
+"""tdax bench: the results a run leaves, the sweep, and a clean Ctrl-C."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from conftest import TDAX, run
+
+
+def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
+    out = tmp_path / "res"
+    p = run(TDAX, "bench", "sqlite", "--repeat", "2", "--seconds", "0.3", "--only", "wal full",
+            "--out", out, check=0)
+    assert "wal full" in p.stdout
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    # wal full: default + thesis, and its sync-off reference, twice each, interleaved
+    assert [(r["config"], r["mode"]) for r in rows][:3] == [
+        ("wal full", "default"), ("wal full", "thesis"), ("wal off", "default")]
+    assert len(rows) == 2 * 3
+    assert all(r["value"] > 0 for r in rows)
+    meta = json.loads((out / "results.json").read_text())
+    assert meta["machine"]["kernel"] and meta["ratios"][0]["vs_default"] > 1
+    assert (out / "raw.csv").read_text().count("\n") == len(rows) + 1
+    assert (out / "sqlite.png").stat().st_size > 10000
+    s = (out / "summary.md").read_text()
+    assert "| wal full |" in s and "thesis/default" in s
+
+
+def test_sweep_runs_the_grid_and_plots_it(tmp_path):
+    out = tmp_path / "res"
+    run(TDAX, "bench", "sqlite", "--repeat", "1", "--seconds", "0.2", "--only", "wal full",
+        "--sweep", "--grid", "U=40,80", "D=10", "G=0,9", "--out", out, check=0)
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    sweep = [r for r in rows if r["sweep"]]
+    assert len(sweep) == 4 and {r["sweep"]["upgrade_threshold"] for r in sweep} == {40, 80}
+    assert (out / "sqlite-sweep.png").stat().st_size > 10000
+
+
+def test_ctrl_c_stops_every_server(tmp_path):
+    p = subprocess.Popen([str(TDAX), "bench", "redis", "--repeat", "1", "--requests", "200000",
+                          "--out", str(tmp_path / "r")], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(4)
+    kids = subprocess.run(["pgrep", "-s", str(p.pid), "redis-server"], capture_output=True, text=True)
+    assert kids.stdout.split(), "a redis-server should be running by now"
+    os.killpg(p.pid, signal.SIGINT)
+    p.wait(timeout=60)
+    assert p.returncode == 130 and "servers stopped" in p.stderr
+    left = subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
