@@ -147,7 +147,8 @@ def main():
         outs = [run_suite(s, a, device, console) for s in suites]
     except KeyboardInterrupt:
         env.stop_all()
-        console.print("[red]interrupted: servers stopped, partial results not written")
+        print("tdax bench: interrupted; every server stopped, partial results not written",
+              file=sys.stderr)
         sys.exit(130)
     finally:
         env.stop_all()
