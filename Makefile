@@ -6,7 +6,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats shadow track control ranges
+CORE    := crc32c util device files log recover stats shadow track control ranges trace
 PRELOAD := runtime lsync policy writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
@@ -19,7 +19,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-py demo bench bench-deps bench-log bench-runtime bench-policy clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -42,6 +42,11 @@ CLI_O   := $(B)/obj/cli.o $(B)/obj/cmd_device.o $(B)/obj/cmd_status.o
 $(B)/bin/tdax: $(CLI_O) $(CORE_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
+
+# The policy alone, for the simulator (tdax sim runs the runtime's own code).
+$(B)/lib/libtdaxtrack.so: $(B)/obj/track.o
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -shared $^ -o $@
 
 $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O)
 	@mkdir -p $(@D)

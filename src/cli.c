@@ -104,34 +104,46 @@ void json_counters(const struct tdax_device *dev)
 }
 
 /*
- * tdax bench: benchmarks, plots and the simulator's kind of work are
- * Python's; hand over to the project's virtual environment
- * (build/bin/tdax -> build/venv/bin/python -m tdaxbench, bench/ on the path).
+ * Benchmarks, the simulator and plots are Python's: hand over to the
+ * project's virtual environment (build/bin/tdax -> build/venv/bin/python
+ * -m MODULE, with bench/ on the path).
  */
-static int cmd_bench(int argc, char **argv)
+static int handover(const char *module, int first, int argc, char **argv)
 {
 	char exe[PATH_MAX - 64], py[PATH_MAX], path[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
-		return fail(&(struct tdax_err){ "tdax bench: cannot find where tdax is installed" });
+		return fail(&(struct tdax_err){ "cannot find where tdax is installed" });
 	exe[n] = '\0';
 	*strrchr(exe, '/') = '\0';
 	snprintf(py, sizeof(py), "%s/../venv/bin/python", exe);
 	snprintf(path, sizeof(path), "%s/../../bench", exe);
 	if (access(py, X_OK) != 0) {
-		fprintf(stderr, "tdax bench: no Python environment at %s; run 'make bench-deps' first\n", py);
+		fprintf(stderr, "tdax %s: no Python environment at %s; run 'make deps' first\n", argv[0], py);
 		return EXIT_FAIL;
 	}
 	setenv("PYTHONPATH", path, 1);
-	char **args = calloc((size_t)argc + 3, sizeof(char *));
+	char **args = calloc((size_t)argc + 4, sizeof(char *));
 	args[0] = py;
 	args[1] = "-m";
-	args[2] = "tdaxbench";
-	for (int i = 1; i < argc; i++)
-		args[i + 2] = argv[i];
+	args[2] = (char *)module;
+	for (int i = first; i < argc; i++)
+		args[i - first + 3] = argv[i];
 	execv(py, args);
-	fprintf(stderr, "tdax bench: cannot run %s: %s\n", py, strerror(errno));
+	fprintf(stderr, "tdax %s: cannot run %s: %s\n", argv[0], py, strerror(errno));
+	free(args);
 	return EXIT_FAIL;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	return handover("tdaxbench", 1, argc, argv);
+}
+
+/* tdax trace info|dump FILE and tdax sim FILE: the simulator package. */
+static int cmd_trace(int argc, char **argv)
+{
+	return handover("tdaxsim", 0, argc, argv);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
@@ -149,6 +161,8 @@ static const char main_help[] =
 	"  get [KEY]        show the policy's tunables\n"
 	"  set KEY=VALUE    change a tunable for every process using the device\n"
 	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
+	"  trace info|dump  read a trace made by tdax run --trace\n"
+	"  sim TRACE        replay a trace through the policies (tdax sim --help)\n"
 	"\n"
 	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE ".\n"
 	"Exit status: 0 success, 1 failure (the message says what and what to do),\n"
@@ -167,7 +181,8 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top },
-		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench } };
+		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench },
+		    { "trace", cmd_trace }, { "sim", cmd_trace } };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
 		if (strcmp(argv[1], top[i].name) == 0)
 			return top[i].fn(argc - 1, argv + 1);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "recover.h"
 #include "stats.h"
+#include "trace.h"
 
 /* ---- tdax device create ---------------------------------------------- */
 
@@ -366,7 +367,8 @@ int cmd_recover(int argc, char **argv)
 /* ---- tdax run ---------------------------------------------------------- */
 
 static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] -- CMD [ARGS...]\n"
+	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] [--trace FILE]\n"
+	"                -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
 	"device are answered there; everything else goes to the kernel as usual.\n"
@@ -375,6 +377,8 @@ static const char run_help[] =
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
 	"                  'tdax get'), always (log every write), never (track, never upgrade)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
+	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
+	"                  for 'tdax trace' and 'tdax sim'\n"
 	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
 	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if tdax could not start it.\n";
@@ -438,9 +442,10 @@ int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
-		{ "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
-	const char *device = NULL, *policy = NULL;
+	const char *device = NULL, *policy = NULL, *trace = NULL;
 	bool quiet = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -452,6 +457,7 @@ int cmd_run(int argc, char **argv)
 			policy = optarg;
 			break;
 		case 'q': quiet = true; break;
+		case 't': trace = optarg; break;
 		case 'h': fputs(run_help, stdout); return EXIT_OK;
 		default: return usage_error("run", "%s", "bad option");
 		}
@@ -479,6 +485,18 @@ int cmd_run(int argc, char **argv)
 		setenv("TDAX_POLICY", policy, 1);
 	if (quiet)
 		setenv("TDAX_QUIET", "1", 1);
+	if (trace) {
+		struct tdax_err e;
+		struct tdax_device *dev;
+		char tabs[PATH_MAX];
+		if (tdax_device_open(abs, open_flags(), &dev, &e))
+			return fail(&e);
+		rc = tdax_trace_create(trace, dev, &e);
+		tdax_device_close(dev);
+		if (rc || !realpath(trace, tabs))
+			return fail(&e);
+		setenv("TDAX_TRACE", tabs, 1);
+	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

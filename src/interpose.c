@@ -19,6 +19,7 @@
 
 #include "lsync.h"
 #include "runtime.h"
+#include "trace.h"
 #include "writeback.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -140,6 +141,8 @@ EXPORT int close(int fd)
 
 static void unlogged(const struct tdax_fd *e)
 {
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, e->file_plus1 - 1, 0, 0, 1);
 	atomic_fetch_add(&tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.uncovered, 1);
 	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
 }
@@ -553,8 +556,10 @@ EXPORT FILE *fdopen(int fd, const char *mode)
  * open fds); this one's counters must reach the device first. */
 static void before_exec(void)
 {
-	if (tdax_on())
+	if (tdax_on()) {
 		tdax_stats_flush();
+		tdax_trace_flush();
+	}
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])

@@ -7,6 +7,7 @@
 #include "policy.h"
 #include "recover.h"
 #include "shadow.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,8 @@ static void atomic_max(_Atomic uint64_t *v, uint64_t x)
 
 void tdax_lsync_uncover(uint32_t idx, enum tdax_fallback why)
 {
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
 	atomic_fetch_add(&rt_of(idx)->uncovered, 1);
 	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 }
@@ -87,6 +90,9 @@ void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct 
 	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
 		why = TDAX_FB_LOG_FULL;
 	atomic_max(&rt->size_seen, off + r);
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
+				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL);
 	if (why != TDAX_FB_NONE) {
 		atomic_fetch_add(&rt->uncovered, 1);
 		tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
@@ -196,11 +202,15 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 		if (size_explained(fd, rt)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
+			if (tdax_tracing)
+				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
 			return 0;
 		}
 		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
 	}
 	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, (uint16_t)(datasync | TDAX_TRF_REAL));
 	int rc = tdax_lsync_checkpoint_fd(fd, idx, e->gen, datasync);
 	uint64_t size;
 	if (rc == 0 && tdax_file_size(fd, &size) == 0)
@@ -271,6 +281,8 @@ void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback 
 {
 	struct tdax_file_rt *rt = rt_of(idx);
 	uint32_t none = 0;
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
 	if (atomic_compare_exchange_strong(&rt->unmanaged, &none, (uint32_t)why))
 		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 	tdax_lsync_checkpoint_fd(fd, idx, gen, true);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "lsync.h"
 #include "recover.h"
+#include "trace.h"
 #include "writeback.h"
 
 #include <dirent.h>
@@ -154,6 +155,13 @@ void tdax_fd_manage(int fd, const char *path_or_null, int flags)
 		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
 		atomic_fetch_add(&rt->uncovered, 1);
 	}
+	if (tdax_tracing) {
+		if (!tdax_rt.named[idx]) {
+			tdax_rt.named[idx] = 1;
+			tdax_trace_name(idx, path);
+		}
+		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
+	}
 	if (flags & (O_CREAT | O_TRUNC))
 		tdax_lsync_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
 	tdax_rt.fds[fd] = (struct tdax_fd){
@@ -258,6 +266,7 @@ static void at_fork_child(void)
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
 		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
 	tdax_writeback_after_fork();
+	tdax_trace_after_fork();
 }
 
 static void at_exit(void)
@@ -266,6 +275,7 @@ static void at_exit(void)
 		return;
 	tdax_inside++;
 	tdax_writeback_pass(1);
+	tdax_trace_flush();
 	tdax_log_seal_mine(tdax_rt.dev);
 	tdax_inside--;
 }
@@ -290,7 +300,8 @@ __attribute__((constructor)) static void tdax_start(void)
 	size_t fds_bytes = sizeof(struct tdax_fd) * TDAX_MAX_FDS;
 	tdax_rt.fds = mmap(NULL, fds_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
-	if (tdax_rt.fds == MAP_FAILED || !tdax_rt.touched || attach(dev) != 0) {
+	tdax_rt.named = calloc(dev->sb->max_files, 1);
+	if (tdax_rt.fds == MAP_FAILED || !tdax_rt.touched || !tdax_rt.named || attach(dev) != 0) {
 		if (tdax_rt.fds != MAP_FAILED)
 			munmap(tdax_rt.fds, fds_bytes);
 		tdax_rt.fds = NULL;
@@ -300,6 +311,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	}
 	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
 	tdax_rt.dev = dev;
+	tdax_trace_start(dev);
 	adopt_inherited_fds();
 	pthread_atfork(NULL, NULL, at_fork_child);
 	atexit(at_exit);

@@ -45,6 +45,7 @@ struct tdax_runtime {
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
 	struct tdax_fd *fds;         /* TDAX_MAX_FDS entries */
 	uint8_t *touched;            /* per file entry: this process logged to it */
+	uint8_t *named;              /* per file entry: its path is in the trace */
 	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
 	uint64_t flushed[TDAX_ST_COUNT];         /* the part already added to the device */
 	_Atomic uint32_t warned;     /* bit per fallback reason already reported */

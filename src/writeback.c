@@ -7,6 +7,7 @@
 #include "lsync.h"
 #include "policy.h"
 #include "runtime.h"
+#include "trace.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -42,6 +43,7 @@ void tdax_writeback_pass(int all)
 	if (tdax_log_seal_dead(dev) || pressure)
 		tdax_log_reclaim(dev);
 	tdax_stats_flush();
+	tdax_trace_flush();
 }
 
 static void *thread_main(void *arg)

@@ -1,0 +1,46 @@
+"""ctrack -- the runtime's policy code (src/track.c, built as
+build/lib/libtdaxtrack.so) through ctypes: the simulator decides exactly as
+the runtime does."""
+import ctypes
+from pathlib import Path
+
+LIB = Path(__file__).resolve().parents[2] / "build" / "lib" / "libtdaxtrack.so"
+KEEP, UPGRADE, DOWNGRADE = 0, 1, 2
+NONE, TO_UPGRADE, UPGRADING, UPGRADED, TO_DOWNGRADE, DOWNGRADING = range(6)
+LOGGED = {UPGRADED, TO_DOWNGRADE, DOWNGRADING}
+
+
+class Tunables(ctypes.Structure):
+    _fields_ = [("upgrade_pct", ctypes.c_uint32), ("downgrade_pct", ctypes.c_uint32),
+                ("write_threshold", ctypes.c_uint32), ("gran_order", ctypes.c_uint32),
+                ("wb_window_ns", ctypes.c_uint64), ("wr_window_ns", ctypes.c_uint64)]
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["upgrade_threshold"], d["downgrade_threshold"], d["write_threshold"],
+                   d["granularity_order"], d["writeback_window_ms"] * 1000000,
+                   d["write_window_ms"] * 1000000)
+
+
+class Range(ctypes.Structure):
+    _fields_ = [("state", ctypes.c_uint32), ("dirty", ctypes.c_uint32), ("last_page", ctypes.c_uint32),
+                ("transitions", ctypes.c_uint32), ("wr", ctypes.c_uint64 * 8), ("wb", ctypes.c_uint64 * 8)]
+
+
+def load():
+    if not LIB.exists():
+        raise SystemExit(f"tdax sim: {LIB} is missing; run 'make'")
+    lib = ctypes.CDLL(str(LIB))
+    R, T = ctypes.POINTER(Range), ctypes.POINTER(Tunables)
+    u64 = ctypes.c_uint64
+    sig = {"tdax_track_write": (None, [R, T, u64, u64, u64]),
+           "tdax_track_sync": (ctypes.c_int, [R, T, u64, ctypes.c_bool]),
+           "tdax_track_reevaluate": (ctypes.c_int, [R, T, u64]),
+           "tdax_track_metric": (ctypes.c_int, [R, T, u64]),
+           "tdax_track_force_downgrade": (ctypes.c_bool, [R]),
+           "tdax_track_job_begin": (ctypes.c_int, [R]),
+           "tdax_track_job_end": (None, [R, ctypes.c_int, ctypes.c_bool])}
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    return lib

@@ -1,0 +1,60 @@
+"""Traces and the policy simulator: the simulator, fed a trace of a real run,
+must reproduce that run's own counters."""
+import json
+
+from conftest import PY, TDAX, TDAX_ENV, info, run
+
+SQLITE_TX = str(TDAX.parents[2] / "bench" / "sqlite_tx.py")
+
+
+def traced_sqlite(dev, diskdir, tx=3000):
+    trace = diskdir / "t.bin"
+    env = dict(TDAX_ENV)
+    del env["TDAX_WB_AGE_MS"]  # the default background write-back, as in production
+    run(TDAX, "run", "--device", dev, "--trace", trace, "--", PY, SQLITE_TX, diskdir / "d.db",
+        "--tx", tx, env=env, check=0)
+    return trace
+
+
+def close(a, b, pct=5, slack=2):
+    return abs(a - b) <= max(slack, pct / 100 * max(a, b))
+
+
+def test_simulator_reproduces_the_runs_counters(dev, diskdir):
+    trace = traced_sqlite(dev, diskdir)
+    c = info(dev)["counters"]
+    r = json.loads(run(TDAX, "sim", trace, "--policy", "thesis", "--json", check=0).stdout)
+    for k in ("light_syncs", "real_syncs", "upgrades", "downgrades"):
+        assert close(r[k], c[k]), f"{k}: simulated {r[k]}, the run counted {c[k]}"
+    assert r["runtime_real_syncs"] == c["real_syncs"]
+    assert r["disagreements"] <= 0.05 * (c["light_syncs"] + c["real_syncs"])
+    assert c["light_syncs"] > 2500
+
+
+def test_trace_info_and_dump(dev, diskdir):
+    trace = traced_sqlite(dev, diskdir, tx=200)
+    i = json.loads(run(TDAX, "trace", "info", trace, "--json", check=0).stdout)
+    assert i["by_kind"]["sync"] >= 200 and i["by_kind"]["write"] >= 400 and i["processes"] == 1
+    assert i["tunables"]["upgrade_threshold"] == 60 and not i["truncated_tail"]
+    dump = run(TDAX, "trace", "dump", trace, "--limit", "5", check=0).stdout.splitlines()
+    assert len(dump) == 5 and "d.db" in "".join(dump)
+    bad = diskdir / "bad.bin"
+    bad.write_bytes(b"x" * 100)
+    p = run(TDAX, "trace", "info", bad)
+    assert p.returncode != 0 and "not a tdax trace" in p.stderr
+
+
+def test_all_policies_and_a_sweep(dev, diskdir):
+    trace = traced_sqlite(dev, diskdir, tx=1000)
+    rs = json.loads(run(TDAX, "sim", trace, "--policy", "all", "--json", check=0).stdout)
+    by = {r["policy"]: r for r in rs}
+    assert set(by) == {"thesis", "always", "never", "fsync-streak", "bandwidth", "ahead"}
+    # never: only syncs with nothing new since the last real sync are light
+    assert by["never"]["light_fraction"] < 0.01 and by["never"]["upgrades"] == 0
+    assert by["always"]["light_fraction"] >= by["thesis"]["light_fraction"] > 0.9
+    assert by["thesis"]["est_speedup"] > 5 and by["never"]["est_speedup"] == 1.0
+    out = diskdir / "sweep"
+    p = run(TDAX, "sim", trace, "--sweep", "U=40:80:20", "G=0:9:9", "--out", out, check=0)
+    assert len(json.loads((out / "sweep.json").read_text())) == 6
+    assert (out / "sweep.png").stat().st_size > 10000 and "light" in p.stdout
+    assert "unknown policy" in run(TDAX, "sim", trace, "--policy", "magic").stderr
