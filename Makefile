@@ -18,7 +18,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-py demo bench bench-deps bench-log bench-runtime bench-policy clean
+.PHONY: all deps test test-c test-py demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -110,6 +110,11 @@ bench: bench-deps
 	@$(MAKE) --no-print-directory all
 	$(B)/bin/tdax bench all --quick
 	$(B)/venv/bin/python scripts/benchdoc.py
+
+# Traces of four applications, every policy simulated: docs/simulator.md.
+sim-doc: bench-deps
+	@$(MAKE) --no-print-directory all
+	$(B)/venv/bin/python scripts/simdoc.py
 
 bench-policy: deps
 	@$(MAKE) --no-print-directory all

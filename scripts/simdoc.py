@@ -1,0 +1,182 @@
+"""simdoc -- docs/simulator.md: traces of Redis, PostgreSQL, RocksDB and
+SQLite recorded under tdax (policy thesis), every policy of `tdax sim`
+compared on them, and what tracing costs. `make sim-doc`."""
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from tdaxbench import env  # noqa: E402
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+TDAX = str(env.TDAX)
+PY = sys.executable
+OUT = ROOT / "docs" / "sim"
+
+
+def traced(device, trace, argv, user=None):
+    pre = [TDAX, "run", "--quiet", "--device", device, "--trace", str(trace), "--"]
+    if user:
+        pre = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] + pre
+    return pre + [str(a) for a in argv]
+
+
+def record(device, d):
+    traces = {}
+    # Redis, appendfsync always, redis-benchmark SET
+    port = env.free_port()
+    t = d / "redis.bin"
+    with env.server(traced(device, t, ["redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", d,
+                                       "--appendonly", "yes", "--appendfsync", "always", "--save", ""])):
+        env.wait_port(port)
+        subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set", "-n", "10000",
+                        "-c", "1", "-q"], check=True, capture_output=True)
+    traces["Redis (AOF always)"] = t
+    # PostgreSQL, pgbench TPC-B-like
+    pg = d / "pg"
+    pg.mkdir()
+    os.chmod(d, 0o777)
+    subprocess.run(["chown", "postgres:postgres", str(pg)], check=True)
+    subprocess.run(["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
+                    str(env.PGBIN / "initdb"), "-D", str(pg / "data"), "-A", "trust", "--no-sync"],
+                   check=True, capture_output=True)
+    port = env.free_port()
+    t = pg / "postgres.bin"
+    conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+    with env.server(traced(device, t, [env.PGBIN / "postgres", "-D", pg / "data", "-p", port, "-k", pg,
+                                       "-c", "listen_addresses=127.0.0.1"], user="postgres"),
+                    stop_signal=signal.SIGINT):
+        for _ in range(300):
+            if subprocess.run([str(env.PGBIN / "pg_isready"), *conn], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        subprocess.run([str(env.PGBIN / "pgbench"), *conn, "-i", "-q", "postgres"], check=True, capture_output=True)
+        subprocess.run([str(env.PGBIN / "pgbench"), *conn, "-c", "2", "-T", "5", "postgres"], check=True,
+                       capture_output=True)
+    traces["PostgreSQL (pgbench)"] = t
+    # RocksDB, every write synced
+    t = d / "rocksdb.bin"
+    subprocess.run(traced(device, t, ["db_bench", "--benchmarks=fillseq", "--sync=true", "--num=5000",
+                                      f"--db={d}/rocks", "--compression_type=none"]), check=True, capture_output=True)
+    traces["RocksDB (fillseq, sync)"] = t
+    # SQLite, WAL, synchronous=FULL
+    t = d / "sqlite.bin"
+    subprocess.run(traced(device, t, [PY, ROOT / "bench" / "sqlite_tx.py", d / "s.db", "--tx", "5000"]),
+                   check=True, capture_output=True)
+    traces["SQLite (WAL, FULL)"] = t
+    return traces
+
+
+def overhead(device, d):
+    """128 B append + fdatasync under tdax, with and without tracing."""
+    loop = str(ROOT / "build" / "bin" / "tdax-appendloop")
+    rates = {"off": [], "on": []}
+    for i in range(5):
+        for mode in rates:
+            tr = ["--trace", str(d / f"o{i}.bin")] if mode == "on" else []
+            out = subprocess.run([TDAX, "run", "--quiet", "--device", device, *tr, "--", loop, str(d / f"l{i}{mode}"),
+                                  "--count", "20000"], check=True, capture_output=True, text=True).stdout
+            rates[mode].append(json.loads(out)["median_ns"])
+    return {m: statistics.median(v) for m, v in rates.items()}
+
+
+def main():
+    device = env.fresh_device(f"/dev/shm/tdax-simdoc-{os.getpid()}", "1G", owner="postgres")
+    OUT.mkdir(parents=True, exist_ok=True)
+    try:
+        with env.scratch("tdax-simdoc-") as d:
+            traces = record(device, d)
+            over = overhead(device, d)
+            results = {}
+            for app, t in traces.items():
+                t0 = time.perf_counter()
+                p = subprocess.run([TDAX, "sim", str(t), "--policy", "all", "--json"], check=True,
+                                   capture_output=True, text=True)
+                results[app] = (json.loads(p.stdout), time.perf_counter() - t0,
+                                json.loads(subprocess.run([TDAX, "trace", "info", str(t), "--json"],
+                                                          capture_output=True, text=True).stdout))
+    finally:
+        env.stop_all()
+        os.unlink(device)
+    policies = [r["policy"] for r in next(iter(results.values()))[0]]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    w = 0.8 / len(policies)
+    for k, (ax, metric) in enumerate(zip(axes, ("light_fraction", "est_speedup"))):
+        for i, p in enumerate(policies):
+            ax.bar([x + i * w for x in range(len(results))],
+                   [next(r[metric] for r in rs if r["policy"] == p) or 0 for rs, _, _ in results.values()],
+                   w, label=p)
+        ax.set_xticks([x + 0.4 - w / 2 for x in range(len(results))], list(results), fontsize=8)
+        ax.set_title({"light_fraction": "fraction of syncs answered in the device",
+                      "est_speedup": "estimated speedup over no tdax"}[metric])
+        if k:
+            ax.set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "policies.png", dpi=110)
+    lines = ["# The policy simulator", "",
+             "`tdax run --trace FILE` records every write and sync of managed files; `tdax sim FILE` "
+             "replays it through a policy with a simulated device (`tdax sim --help`). The `thesis` "
+             "policy is the runtime's own code (src/track.c, loaded through ctypes), fed as the runtime "
+             "feeds it, so a simulation of a trace under the settings it was recorded with reproduces the "
+             "run's own counters (`tests/py/test_sim.py` checks it within 5 %; on the traces below every "
+             "sync is classified as the runtime did).", "",
+             "Written by `make sim-doc` on this machine: traces of the four applications recorded under "
+             "tdax (policy thesis, default tunables), then `tdax sim --policy all`. The estimated speedup "
+             "uses the default costs (real sync 250 µs, lightweight sync 0.6 µs, write 1 µs, logging "
+             "0.25 µs per record + 0.13 ns per byte).", "",
+             "![policies](sim/policies.png)", ""]
+    for app, (rs, secs, inf) in results.items():
+        lines += [f"## {app}", "",
+                  f"{inf['events']} events over {inf['seconds']} s, {inf['processes']} processes, "
+                  f"{inf['files']} files; all six policies simulated in {secs:.1f} s.", "",
+                  "| policy | light syncs | real syncs | light fraction | logged MiB | peak device MiB | "
+                  "upgrades | downgrades | oscillations | reactivity | est. speedup |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rs:
+            react = f"{r['reactivity_ms']} ms / {r['reactivity_syncs']} syncs" if r["reactivity_ms"] is not None else "-"
+            lines.append(f"| {r['policy']} | {r['light_syncs']} | {r['real_syncs']} | {r['light_fraction']:.3f} | "
+                         f"{r['logged_bytes'] / 2**20:.1f} | {r['peak_device_bytes'] / 2**20:.1f} | {r['upgrades']} | "
+                         f"{r['downgrades']} | {r['oscillations']} | {react} | {r['est_speedup']} |")
+        th = next(r for r in rs if r["policy"] == "thesis")
+        lines += ["", f"The run itself: {th['runtime_real_syncs']} real syncs; the simulated thesis policy "
+                  f"classified {th['disagreements']} syncs differently.", ""]
+    lines += ["## Which policy wins where", "",
+              "Per trace, the policy with the highest estimated speedup, and how the others compare "
+              "(generated from the tables above):", ""]
+    for app, (rs, _, _) in results.items():
+        by = {r["policy"]: r for r in rs}
+        best = max(rs, key=lambda r: r["est_speedup"] or 0)
+        th = by["thesis"]
+        lines.append(f"- **{app}**: `{best['policy']}` ({best['est_speedup']}x, light fraction "
+                     f"{best['light_fraction']:.3f}, peak device {best['peak_device_bytes'] / 2**20:.1f} MiB); "
+                     f"`thesis` {th['est_speedup']}x with {th['light_fraction']:.3f} of syncs light and "
+                     f"{th['peak_device_bytes'] / 2**20:.1f} MiB peak; `bandwidth` {by['bandwidth']['est_speedup']}x.")
+    lines += ["", "Reading: on single-log workloads (Redis, RocksDB, SQLite) the thesis policy is within a "
+              "few syncs of logging everything. On PostgreSQL, where many backends write WAL and data "
+              "files, it leaves more syncs on the kernel path than `always`, `fsync-streak` or `bandwidth`, "
+              "which upgrade whole files: the price of their extra device memory is visible in the peak "
+              "column. Bandwidth alone ignores syncs: on SQLite it picks the database file over the WAL "
+              "and leaves a fifth of the syncs real. The thesis' own conclusion (§6.3) that its metric is "
+              "not the best for PostgreSQL shows here too.", "",
+              f"## What tracing costs", "",
+              f"128 B append + fdatasync under tdax, median latency over 5 runs: {over['off']:,.0f} ns without "
+              f"tracing, {over['on']:,.0f} ns with (`scripts/simdoc.py`). Off, tracing costs one predictable "
+              "branch per event; on, a 32-byte record into a per-process buffer under a mutex, written with "
+              "one O_APPEND write per 64 KiB.", ""]
+    (ROOT / "docs" / "simulator.md").write_text("\n".join(lines))
+    print("wrote docs/simulator.md")
+
+
+if __name__ == "__main__":
+    main()
