@@ -166,8 +166,9 @@ def main():
               "few syncs of logging everything. On PostgreSQL, where many backends write WAL and data "
               "files, it leaves more syncs on the kernel path than `always`, `fsync-streak` or `bandwidth`, "
               "which upgrade whole files: the price of their extra device memory is visible in the peak "
-              "column. Bandwidth alone ignores syncs: on SQLite it picks the database file over the WAL "
-              "and leaves a fifth of the syncs real. The thesis' own conclusion (§6.3) that its metric is "
+              "column. Bandwidth alone ignores syncs: it can "
+              "pick a busy file that is rarely synced over the log that is (see its rows), and its "
+              "choices vary with timing from run to run. The thesis' own conclusion (§6.3) that its metric is "
               "not the best for PostgreSQL shows here too.", "",
               f"## What tracing costs", "",
               f"128 B append + fdatasync under tdax, median latency over 5 runs: {over['off']:,.0f} ns without "
