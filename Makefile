@@ -18,8 +18,8 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-py demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter
+.PHONY: all deps test test-c test-crash test-py crashtest demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -62,6 +62,10 @@ $(B)/bin/tdax-appendloop: bench/appendloop.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< -o $@
 
+$(B)/tests/tdax-voldisk: tests/crash/voldisk.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) $$(pkg-config --cflags fuse3) $< -o $@ $$(pkg-config --libs fuse3)
+
 $(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
@@ -79,7 +83,17 @@ deps:
 # Every test: C unit tests (plain, then under ASan+UBSan), then pytest.
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-c test-py
+	@$(MAKE) --no-print-directory test-c test-crash test-py
+
+# Power cuts on a volatile disk, a short version: one round per application
+# and fault model, and the positive control (make crashtest ROUNDS=200 for more).
+test-crash: all
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 1 --control
+
+ROUNDS ?= 20
+crashtest: deps
+	@$(MAKE) --no-print-directory all
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds $(ROUNDS) --control
 
 test-c: all
 	@set -e; for t in $(CTESTS); do echo "== $$t"; $(B)/tests/$$t; done

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 static uint32_t ident_crc(const struct tdax_file *f)
@@ -29,8 +30,15 @@ int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 		errno = EINVAL;
 		return -1;
 	}
+	/* The file system's id, not the device number: a device can come back
+	 * under another number after a reboot (loop devices, NVMe enumeration),
+	 * ext4 and xfs derive f_fsid from their UUID. */
+	struct statfs sf;
+	uint64_t fsid = 0;
+	if (fstatfs(fd, &sf) == 0)
+		memcpy(&fsid, &sf.f_fsid, sizeof(fsid) < sizeof(sf.f_fsid) ? sizeof(fsid) : sizeof(sf.f_fsid));
 	int g = 0;
-	id->dev = st.st_dev;
+	id->dev = fsid ? fsid : (uint64_t)st.st_dev;
 	id->ino = st.st_ino;
 	id->igen = 0;
 	id->flags = 0;

@@ -68,7 +68,8 @@ static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint
 				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
 }
 
-/* The identity of an open file: device, inode and (where known) generation. */
+/* The identity of an open file: file system id (f_fsid, else the device
+ * number), inode and (where known) inode generation. */
 struct tdax_ident {
 	uint64_t dev, ino, igen;
 	uint32_t flags;

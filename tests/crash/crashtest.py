@@ -1,0 +1,321 @@
+"""crashtest -- prove that nothing acknowledged is lost (issue #5).
+
+Each round: a fresh ext4 on a loop device over a "volatile disk" (voldisk:
+writes are lost unless an fsync reached it), a fresh tdax device on
+/dev/shm (the persistent memory, outside the crash domain); a workload runs
+under `tdax run` and records every acknowledgement in an oracle file on the
+host disk. At a random instant the fault strikes; the disk comes back
+(ext4 journal recovery), `tdax recover` runs, and every acknowledged record
+must be there.
+
+Fault models:
+  sigkill       the application is SIGKILLed (page cache survives)
+  cut-all       power cut: SIGKILL everything, every unflushed disk write lost
+  cut-random    power cut: a random subset of the unflushed writes survives
+  cut-recovery  power cut, recovery SIGKILLed half-way and the power cut again,
+                then recovery again
+Positive control: `--control` runs cut-all with a lying tdax (TDAX_TEST_LIE=1:
+syncs answered without logging); it must lose acknowledged data every round.
+
+usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis]
+                    [--faults sigkill,cut-all,cut-random,cut-recovery] [--seed S] [--control]
+exit status: 0 if nothing was lost (and the control lost data every round)
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TDAX = str(ROOT / "build" / "bin" / "tdax")
+VOLDISK = str(ROOT / "build" / "tests" / "tdax-voldisk")
+WORKLOADS = str(Path(__file__).resolve().parent / "workloads.py")
+PY = sys.executable
+HDR = struct.Struct("<4sIQI")
+
+
+def sh(*cmd, check=True, **kw):
+    return subprocess.run([str(c) for c in cmd], check=check, capture_output=True, text=True, **kw)
+
+
+class Disk:
+    """ext4 on a loop device over voldisk, mounted at self.mnt."""
+
+    def __init__(self, base, mode, seed):
+        self.base, self.mode, self.seed = base, mode, seed
+        self.image, self.fuse, self.mnt = base / "image", base / "fuse", base / "mnt"
+        for p in (self.fuse, self.mnt):
+            p.mkdir(exist_ok=True)
+        sh("truncate", "-s", "256M", self.image)
+        self.attach()
+        sh("mkfs.ext4", "-q", "-F", self.loop)
+        sh("blockdev", "--flushbufs", self.loop)
+        self.mount()
+
+    def attach(self):
+        self.daemon = subprocess.Popen([VOLDISK, str(self.image), str(self.fuse), self.mode, str(self.seed)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if (self.fuse / "disk").exists():
+                break
+            time.sleep(0.01)
+        self.loop = sh("losetup", "-f", "--show", self.fuse / "disk").stdout.strip()
+        sh("blockdev", "--flushbufs", self.loop)  # no page of an earlier attachment
+
+    def mount(self):
+        # No periodic journal commit during a round: only syncs flush the disk.
+        sh("mount", "-o", "commit=600", self.loop, self.mnt)
+        os.chmod(self.mnt, 0o777)
+
+    def cut(self):
+        """The power fails: the disk's cache is gone, then the machine is torn down."""
+        (self.fuse / "ctl").write_text("cut")
+        self.detach()
+
+    def holders(self):
+        """PIDs with a file or directory open under the mount point."""
+        out = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                links = [os.readlink(f"/proc/{pid}/cwd")] + [
+                    os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            except OSError:
+                continue
+            if any(link.startswith(str(self.mnt)) for link in links):
+                out.append(int(pid))
+        return out
+
+    def detach(self):
+        for i in range(50):  # a process that just died may still hold a file for a moment
+            r = sh("umount", self.mnt, check=False)
+            if r.returncode == 0 or "not mounted" in r.stderr:
+                break
+            if i == 20:  # something of this round outlived it: it goes, as in a power cut
+                for pid in self.holders():
+                    print(f"  (killing pid {pid}, still holding {self.mnt})", flush=True)
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"cannot unmount {self.mnt}: {r.stderr.strip()}")
+        sh("losetup", "-d", self.loop, check=False)
+        sh("fusermount3", "-u", self.fuse, check=False)
+        self.daemon.wait(timeout=30)
+
+    def reboot(self):
+        self.attach()
+        self.mount()
+
+
+def kill_tree(p):
+    """SIGKILL the workload and everything it started (its session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(app, d, oracle, device, env):
+    pre = [TDAX, "run", "--quiet", "--device", device, "--"]
+    if app == "redis":
+        port = free_port()
+        script = (f"{' '.join(pre)} redis-server --port {port} --bind 127.0.0.1 --dir {d} --appendonly yes "
+                  f"--appendfsync always --save '' --auto-aof-rewrite-percentage 0 & "
+                  f"for i in $(seq 200); do redis-cli -p {port} ping >/dev/null 2>&1 && break; sleep 0.02; done; "
+                  f"exec {PY} {WORKLOADS} redis {d} {oracle} {port}")
+        return subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(pre + [PY, WORKLOADS, app, str(d), str(oracle)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ---- checkers: (acknowledged, lost, detail) ----------------------------------
+
+def check_raw(d, oracle):
+    """Every acknowledged record in its file: under the name it was written
+    to, or the one a rename gave it (the oracle notes a rename before it
+    happens, so either may hold it)."""
+    renamed, acked = {}, []
+    for line in oracle.read_text().splitlines():
+        parts = line.split()
+        if parts[0] == "rename":
+            renamed[parts[1]] = parts[2]
+        else:
+            acked.append((parts[0], int(parts[1])))
+    have = {}
+    for f in d.iterdir():
+        data, pos, seqs = f.read_bytes(), 0, set()
+        while pos + HDR.size <= len(data):
+            magic, n, seq, crc = HDR.unpack_from(data, pos)
+            body = data[pos + HDR.size:pos + HDR.size + n]
+            if magic != b"TDXO" or len(body) != n or zlib.crc32(body) != crc:
+                break  # a torn tail: only writes in flight may be here
+            seqs.add(seq)
+            pos += HDR.size + n
+        have[f.name] = seqs
+    lost = [(n, s) for n, s in acked
+            if s not in have.get(n, set()) and s not in have.get(renamed.get(n, ""), set())]
+    return len(acked), len(lost), f"first lost: {lost[:3]}" if lost else ""
+
+
+def check_sqlite(d, oracle):
+    acked = [int(x) for x in oracle.read_text().split()]
+    con = sqlite3.connect(d / "db")
+    try:
+        ok = con.execute("PRAGMA integrity_check").fetchone()[0]
+        have = {r[0] for r in con.execute("SELECT id FROM t")}
+    except sqlite3.DatabaseError as err:
+        ok, have = f"error: {err}", set()
+    finally:
+        con.close()
+    lost = [a for a in acked if a not in have]
+    return len(acked), len(lost) + (ok != "ok"), f"integrity_check: {ok}; first lost: {lost[:3]}" if lost or ok != "ok" else ""
+
+
+def check_redis(d, oracle):
+    acked = [int(x) for x in oracle.read_text().split()]
+    aofs = sorted((d / "appendonlydir").glob("*.incr.aof"))
+    chk = sh("redis-check-aof", aofs[-1], check=False).stdout if aofs else "no AOF"
+    valid = "is valid" in chk or "truncated" in chk.lower()
+    port = free_port()
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
+                            "--appendonly", "yes", "--save", ""], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                s = socket.create_connection(("127.0.0.1", port))
+                break
+            except OSError:
+                time.sleep(0.02)
+        f, lost = s.makefile("rb"), []
+        for _ in range(600):  # until the AOF is loaded: meanwhile every command gets -LOADING
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            if f.readline() == b"+PONG\r\n":
+                break
+            time.sleep(0.02)
+        for i in acked:
+            k = b"k%d" % i
+            s.sendall(b"*2\r\n$6\r\nEXISTS\r\n$%d\r\n%s\r\n" % (len(k), k))
+            if f.readline() != b":1\r\n":
+                lost.append(i)
+    finally:
+        srv.terminate()
+        srv.wait()
+    return len(acked), len(lost) + (not valid), (f"redis-check-aof: {chk.strip()[-120:]}; first lost: {lost[:3]}"
+                                                 if lost or not valid else "")
+
+
+CHECK = {"raw": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis}
+
+
+def round_(app, fault, seed, control, base):
+    rng = random.Random(seed)
+    device = f"/dev/shm/tdax-crash-{os.getpid()}"
+    sh(TDAX, "device", "create", "--device", device, "--size", "64M", "--force")
+    oracle = base / "oracle"
+    disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
+    d = disk.mnt / "app"
+    d.mkdir()
+    env = dict(os.environ, TDAX_QUIET="1")
+    if control:
+        env["TDAX_TEST_LIE"] = "1"
+    p = start(app, d, oracle, device, env)
+    deadline = time.time() + 20
+    while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.2, 1.0))
+    kill_tree(p)
+    t0 = time.time()
+    try:
+        if fault == "sigkill":
+            rec = sh(TDAX, "recover", "--device", device, "--json")
+        else:
+            disk.cut()
+            disk.reboot()
+            if fault == "cut-recovery":
+                r = sh(TDAX, "recover", "--device", device, "--power-failure", check=False,
+                       env=dict(os.environ, TDAX_TEST_RECOVER_KILL_AFTER=str(rng.randint(1, 40))))
+                disk.cut()
+                disk.reboot()
+            rec = sh(TDAX, "recover", "--device", device, "--power-failure", "--json", check=False)
+        recovery = time.time() - t0
+        acked, lost, detail = CHECK[app](d, oracle)
+        report = json.loads(rec.stdout) if rec.stdout.startswith("{") else {}
+        return {"app": app, "fault": fault, "seed": seed, "acked": acked, "lost": lost, "detail": detail,
+                "recovery_s": round(recovery, 3), "torn": report.get("torn", 0),
+                "replayed": report.get("applied", 0)}
+    finally:
+        disk.detach()
+        os.unlink(device)
+        oracle.unlink(missing_ok=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
+    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis")
+    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery")
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--control", action="store_true", help="also run the positive control")
+    ap.add_argument("--json", help="write every round's result here")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
+    plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
+    if a.control:
+        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal")]
+    results, bad, failed_rounds = [], 0, 0
+    print(f"crashtest: seed {a.seed}, {a.rounds} rounds per line")
+    print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
+    for app, fault, control in plan:
+        rows = []
+        for r in range(a.rounds):
+            seed = a.seed * 1000 + len(results)
+            with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
+                res = round_(app, fault, seed, control, Path(base))
+            res["control"] = control
+            rows.append(res)
+            results.append(res)
+        lost = sum(x["lost"] for x in rows)
+        name = fault + (" (control)" if control else "")
+        print(f"{app:<14}{name:<14}{len(rows):>7}{sum(x['acked'] for x in rows):>9}{lost:>7}"
+              f"{sum(x['torn'] for x in rows):>6}{sum(x['replayed'] for x in rows):>10}"
+              f"{max(x['recovery_s'] for x in rows):>9.2f}s", flush=True)
+        failed_rounds += sum(1 for x in rows if bool(x["lost"]) != control)
+        if control:
+            caught = sum(1 for x in rows if x["lost"])
+            if caught != len(rows):
+                bad += 1
+                print(f"  CONTROL FAILED: the lying sync lost nothing in {len(rows) - caught} rounds")
+        else:
+            for x in rows:
+                if x["lost"]:
+                    bad += 1
+                    print(f"  LOST in round seed={x['seed']}: {x['detail']}  (reproduce: --apps {app} "
+                          f"--faults {fault} --rounds 1 --seed {x['seed'] // 1000})")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    print("crashtest: " + ("FAILED" if bad else "OK: nothing acknowledged was lost; the control was caught"
+                           if a.control else "OK: nothing acknowledged was lost"))
+    print(f"{len(results) - failed_rounds} passed, {failed_rounds} failed")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

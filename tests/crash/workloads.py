@@ -1,0 +1,115 @@
+"""workloads -- what the crash suite runs under tdax, each writing an oracle
+of what it had acknowledged (a line per acknowledgement, written only after
+the sync or commit returned) to a file outside the crash domain.
+
+usage: workloads.py raw|sqlite-wal|sqlite-delete|redis DIR ORACLE [PORT]
+"""
+import os
+import socket
+import sqlite3
+import struct
+import sys
+import zlib
+
+MAGIC = b"TDXO"
+HDR = struct.Struct("<4sIQI")  # magic, payload length, sequence, crc32 of payload
+
+
+def record(seq, rng_len):
+    payload = (b"%08d" % seq) * (1 + rng_len)
+    return HDR.pack(MAGIC, len(payload), seq, zlib.crc32(payload)) + payload
+
+
+def raw(d, oracle):
+    """Several files, each with one writer path: O_APPEND write + fdatasync,
+    pwrite + fsync, writev + fdatasync, O_DSYNC writes, pwritev RWF_DSYNC; and
+    every 300 records the append log is rotated by rename."""
+    o = os.open(oracle, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    files = {}
+
+    def fd_of(name, flags):
+        if name not in files:
+            files[name] = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | flags, 0o644)
+            os.fsync(files[name])
+            dfd = os.open(d, os.O_RDONLY)
+            os.fsync(dfd)  # the new name is durable before anything is acknowledged in it
+            os.close(dfd)
+        return files[name]
+    offs = {}
+    seq, gen = 0, 0
+    while True:
+        seq += 1
+        rec = record(seq, seq % 7)
+        kind = seq % 5
+        name = ["append.%d" % gen, "pwrite", "writev", "dsync", "rwf"][kind]
+        if kind == 0:
+            fd = fd_of(name, os.O_APPEND)
+            os.write(fd, rec)
+            os.fdatasync(fd)
+        elif kind == 1:
+            fd = fd_of(name, 0)
+            os.pwrite(fd, rec, offs.get(name, 0))
+            os.fsync(fd)
+        elif kind == 2:
+            fd = fd_of(name, os.O_APPEND)
+            os.writev(fd, [rec[:10], rec[10:]])
+            os.fdatasync(fd)
+        elif kind == 3:
+            fd = fd_of(name, os.O_APPEND | os.O_DSYNC)
+            os.write(fd, rec)
+        else:
+            fd = fd_of(name, 0)
+            os.pwritev(fd, [rec], offs.get(name, 0), os.RWF_DSYNC)
+        offs[name] = offs.get(name, 0) + len(rec)
+        os.write(o, b"%s %d\n" % (name.encode(), seq))
+        if kind == 0 and seq % 300 == 0:  # rotate the append log (intent first: a kill may
+            os.write(o, b"rename %s %s.old\n" % (name.encode(), name.encode()))  # come in between)
+            os.rename(os.path.join(d, name), os.path.join(d, name + ".old"))
+            dfd = os.open(d, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+            os.close(files.pop(name))
+            gen += 1
+
+
+def sqlite(d, oracle, journal):
+    con = sqlite3.connect(os.path.join(d, "db"), isolation_level=None)
+    con.execute(f"PRAGMA journal_mode={journal}")
+    # In rollback-journal mode the commit is the journal's deletion, which
+    # SQLite makes durable (a directory sync) only with synchronous=EXTRA;
+    # with FULL the last transaction may roll back after a power cut, with
+    # or without tdax.
+    con.execute("PRAGMA synchronous=" + ("EXTRA" if journal == "delete" else "FULL"))
+    con.execute("CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v BLOB)")
+    o = os.open(oracle, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    i = 0
+    while True:
+        i += 1
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t VALUES (?, ?)", (i, os.urandom(50 + i % 300)))
+        con.execute("COMMIT")
+        os.write(o, b"%d\n" % i)
+
+
+def redis(port, oracle):
+    s = socket.create_connection(("127.0.0.1", port))
+    f = s.makefile("rb")
+    o = os.open(oracle, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    i = 0
+    while True:
+        i += 1
+        k, v = b"k%d" % i, b"v%d" % i * (1 + i % 20)
+        s.sendall(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(v), v))
+        if f.readline() != b"+OK\r\n":
+            raise SystemExit("redis did not say OK")
+        os.write(o, b"%d\n" % i)
+
+
+if __name__ == "__main__":
+    what, d, oracle = sys.argv[1], sys.argv[2], sys.argv[3]
+    if what == "raw":
+        raw(d, oracle)
+    elif what.startswith("sqlite"):
+        sqlite(d, oracle, what.split("-")[1])
+    else:
+        redis(int(sys.argv[4]), oracle)
