@@ -87,8 +87,20 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		case 'v': a->verbose = true; break;
 		}
 	}
-	if (optind < argc)
+	if (optind < argc && !strchr(allowed, '+'))
 		return usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+	return -1;
+}
+
+int open_dev_args(const char *cmd, const char *help, int argc, char **argv, const char *allowed,
+		  struct dev_args *a, struct tdax_device **dev)
+{
+	int rc = parse_dev_args(cmd, help, argc, argv, allowed, a);
+	if (rc >= 0)
+		return rc;
+	struct tdax_err e;
+	if (tdax_device_open(a->path, open_flags(), dev, &e))
+		return fail(&e);
 	return -1;
 }
 

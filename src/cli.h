@@ -22,14 +22,18 @@ struct tdax_device;
 /* The device-wide counters as a JSON object. */
 void json_counters(const struct tdax_device *dev);
 
-/* Options of the commands that only name a device. parse_dev_args returns
- * -1 to go on, or the exit status (after --help or bad usage). */
+/* Options of the commands that name a device. parse_dev_args returns -1
+ * to go on, or the exit status (after --help or bad usage); `allowed` lists
+ * the option letters a command takes ('+': positional arguments follow, at
+ * optind). open_dev_args also opens the device. */
 struct dev_args {
 	const char *path;
 	bool json, force, power_failure, discard, verbose;
 };
 int parse_dev_args(const char *cmd, const char *help, int argc, char **argv, const char *allowed,
 		   struct dev_args *a);
+int open_dev_args(const char *cmd, const char *help, int argc, char **argv, const char *allowed,
+		  struct dev_args *a, struct tdax_device **dev);
 
 int cmd_device_create(int argc, char **argv);
 int cmd_device_info(int argc, char **argv);

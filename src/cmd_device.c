@@ -157,13 +157,10 @@ static const char info_help[] =
 int cmd_device_info(int argc, char **argv)
 {
 	struct dev_args a = { 0 };
-	int rc = parse_dev_args("device info", info_help, argc, argv, "dj", &a);
+	struct tdax_device *dev;
+	int rc = open_dev_args("device info", info_help, argc, argv, "dj", &a, &dev);
 	if (rc >= 0)
 		return rc;
-	struct tdax_err e;
-	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags(), &dev, &e))
-		return fail(&e);
 	const struct tdax_super *sb = dev->sb;
 	char uuid[37];
 	const uint8_t *u = sb->uuid;
@@ -343,15 +340,13 @@ static void print_report_text(const char *path, const struct tdax_recover_report
 int cmd_recover(int argc, char **argv)
 {
 	struct dev_args a = { 0 };
-	int rc = parse_dev_args("recover", recover_help, argc, argv, "djpx", &a);
+	struct tdax_device *dev;
+	int rc = open_dev_args("recover", recover_help, argc, argv, "djpx", &a, &dev);
 	if (rc >= 0)
 		return rc;
-	struct tdax_err e;
-	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags(), &dev, &e))
-		return fail(&e);
 	struct tdax_recover_opts o = { .power_failure = a.power_failure, .discard_unmatched = a.discard };
 	struct tdax_recover_report r;
+	struct tdax_err e;
 	rc = tdax_recover(dev, &o, &r, &e);
 	tdax_device_close(dev);
 	if (rc < 0)

@@ -165,13 +165,10 @@ static const char status_help[] =
 int cmd_status(int argc, char **argv)
 {
 	struct dev_args a = { 0 };
-	int rc = parse_dev_args("status", status_help, argc, argv, "djv", &a);
+	struct tdax_device *dev;
+	int rc = open_dev_args("status", status_help, argc, argv, "djv", &a, &dev);
 	if (rc >= 0)
 		return rc;
-	struct tdax_err e;
-	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags(), &dev, &e))
-		return fail(&e);
 	if (a.json)
 		status_json(dev, a.verbose);
 	else
@@ -248,19 +245,10 @@ static const char get_help[] =
 
 int cmd_get(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "device", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-	};
-	const char *path = default_device();
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'd')
-			path = optarg;
-		else if (c == 'h')
-			return fputs(get_help, stdout), EXIT_OK;
-		else
-			return usage_error("get", "%s", "bad option");
-	}
+	struct dev_args a = { 0 };
+	int rc = parse_dev_args("get", get_help, argc, argv, "d+", &a);
+	if (rc >= 0)
+		return rc;
 	const char *key = optind < argc ? argv[optind] : NULL;
 	int want = -1;
 	for (int i = 0; key && i < 6; i++)
@@ -270,7 +258,7 @@ int cmd_get(int argc, char **argv)
 		return usage_error("get", "unknown tunable '%s'", key);
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, &e))
+	if (tdax_device_open(a.path, open_flags(), &dev, &e))
 		return fail(&e);
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
@@ -297,19 +285,10 @@ static const char set_help[] =
 
 int cmd_set(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "device", required_argument, 0, 'd' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
-	};
-	const char *path = default_device();
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'd')
-			path = optarg;
-		else if (c == 'h')
-			return fputs(set_help, stdout), EXIT_OK;
-		else
-			return usage_error("set", "%s", "bad option");
-	}
+	struct dev_args a = { 0 };
+	int rc = parse_dev_args("set", set_help, argc, argv, "d+", &a);
+	if (rc >= 0)
+		return rc;
 	if (optind >= argc)
 		return usage_error("set", "%s", "nothing to set (KEY=VALUE)");
 	for (int i = optind; i < argc; i++)
@@ -317,9 +296,9 @@ int cmd_set(int argc, char **argv)
 			return usage_error("set", "'%s' is not KEY=VALUE", argv[i]);
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, &e))
+	if (tdax_device_open(a.path, open_flags(), &dev, &e))
 		return fail(&e);
-	int rc = EXIT_OK;
+	rc = EXIT_OK;
 	for (int i = optind; i < argc && rc == EXIT_OK; i++) {
 		char kv[256];
 		snprintf(kv, sizeof(kv), "%s", argv[i]);
