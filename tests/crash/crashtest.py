@@ -14,11 +14,13 @@ Fault models:
   cut-random    power cut: a random subset of the unflushed writes survives
   cut-recovery  power cut, recovery SIGKILLed half-way and the power cut again,
                 then recovery again
+  cut-full      power cut with a device so small that the log fills: syncs fall
+                back to the kernel while records are still being replayed
 Positive control: `--control` runs cut-all with a lying tdax (TDAX_TEST_LIE=1:
 syncs answered without logging); it must lose acknowledged data every round.
 
-usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis]
-                    [--faults sigkill,cut-all,cut-random,cut-recovery] [--seed S] [--control]
+usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres]
+                    [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
 exit status: 0 if nothing was lost (and the control lost data every round)
 """
 import argparse
@@ -116,13 +118,43 @@ class Disk:
         self.mount()
 
 
-def kill_tree(p):
-    """SIGKILL the workload and everything it started (its session)."""
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    p.wait()
+def descendants(pid):
+    """pid and every process below it (PostgreSQL backends leave the
+    session with setsid, so a process group is not enough)."""
+    children = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def kill_tree(procs):
+    """The instant of the crash: freeze the workload and everything it
+    started, then SIGKILL all of it, so that nothing runs on (an exit
+    handler of a surviving child would sync and hide the cut)."""
+    procs = procs if isinstance(procs, list) else [procs]
+    pids = [q for p in procs for q in descendants(p.pid)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for q in pids:
+            try:
+                os.kill(q, sig)
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
 
 def free_port():
@@ -131,8 +163,35 @@ def free_port():
         return s.getsockname()[1]
 
 
+PGBIN = "/usr/lib/postgresql/15/bin"
+
+
+def pg_ready(port):
+    for _ in range(300):
+        if sh(f"{PGBIN}/pg_isready", "-h", "127.0.0.1", "-p", port, check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError("postgres did not come up")
+
+
+def as_postgres(argv):
+    return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"] + [str(a) for a in argv]
+
+
 def start(app, d, oracle, device, env):
     pre = [TDAX, "run", "--quiet", "--device", device, "--"]
+    if app == "postgres":
+        sh("chown", "postgres:postgres", d)
+        sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust"]))
+        port = free_port()
+        srv = subprocess.Popen(as_postgres(pre + [f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
+                                                  "-c", "listen_addresses=127.0.0.1"]),
+                               env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        pg_ready(port)
+        cli = subprocess.Popen([PY, WORKLOADS, app, str(d), str(oracle), str(port)], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return [srv, cli]
     if app == "redis":
         port = free_port()
         script = (f"{' '.join(pre)} redis-server --port {port} --bind 127.0.0.1 --dir {d} --appendonly yes "
@@ -221,46 +280,74 @@ def check_redis(d, oracle):
                                                  if lost or not valid else "")
 
 
-CHECK = {"raw": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis}
+def check_postgres(d, oracle):
+    acked = [int(x) for x in oracle.read_text().split()]
+    port = free_port()
+    srv = subprocess.Popen(as_postgres([f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
+                                        "-c", "listen_addresses=127.0.0.1"]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pg_ready(port)
+        conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+        have = set(int(x) for x in sh("psql", *conn, "-tAc", "SELECT id FROM t", "postgres").stdout.split())
+        am = sh(f"{PGBIN}/pg_amcheck", *conn, "--install-missing", "postgres", check=False)
+    finally:
+        srv.send_signal(signal.SIGINT)
+        srv.wait(timeout=60)
+    lost = [a for a in acked if a not in have]
+    bad = am.returncode != 0
+    return len(acked), len(lost) + bad, (f"pg_amcheck: {am.stdout[-200:]}{am.stderr[-200:]}; first lost: {lost[:3]}"
+                                         if lost or bad else "")
+
+
+CHECK = {"raw": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis,
+         "postgres": check_postgres}
 
 
 def round_(app, fault, seed, control, base):
     rng = random.Random(seed)
+    os.chmod(base, 0o755)  # PostgreSQL runs as its own user
     device = f"/dev/shm/tdax-crash-{os.getpid()}"
-    sh(TDAX, "device", "create", "--device", device, "--size", "64M", "--force")
+    size = "8M" if fault == "cut-full" else "64M"  # cut-full: the log fills up, syncs fall back
+    sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
+       *(["--owner", "postgres"] if app == "postgres" else []))
     oracle = base / "oracle"
     disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
-    d = disk.mnt / "app"
-    d.mkdir()
-    env = dict(os.environ, TDAX_QUIET="1")
-    if control:
-        env["TDAX_TEST_LIE"] = "1"
-    p = start(app, d, oracle, device, env)
-    deadline = time.time() + 20
-    while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
-        time.sleep(0.02)
-    time.sleep(rng.uniform(0.2, 1.0))
-    kill_tree(p)
-    t0 = time.time()
+    procs = []
     try:
+        d = disk.mnt / "app"
+        d.mkdir()
+        env = dict(os.environ, TDAX_QUIET="1")
+        if control:
+            env["TDAX_TEST_LIE"] = "1"
+        procs = start(app, d, oracle, device, env)
+        deadline = time.time() + 20
+        while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.2, 1.0))
+        kill_tree(procs)
+        t0 = time.time()
         if fault == "sigkill":
             rec = sh(TDAX, "recover", "--device", device, "--json")
         else:
             disk.cut()
             disk.reboot()
             if fault == "cut-recovery":
-                r = sh(TDAX, "recover", "--device", device, "--power-failure", check=False,
-                       env=dict(os.environ, TDAX_TEST_RECOVER_KILL_AFTER=str(rng.randint(1, 40))))
+                sh(TDAX, "recover", "--device", device, "--power-failure", check=False,
+                   env=dict(os.environ, TDAX_TEST_RECOVER_KILL_AFTER=str(rng.randint(1, 40))))
                 disk.cut()
                 disk.reboot()
             rec = sh(TDAX, "recover", "--device", device, "--power-failure", "--json", check=False)
         recovery = time.time() - t0
         acked, lost, detail = CHECK[app](d, oracle)
         report = json.loads(rec.stdout) if rec.stdout.startswith("{") else {}
+        if rec.returncode not in (0, 3):  # 3: some files keep records (renamed or gone)
+            lost, detail = lost + 1, f"tdax recover failed ({rec.returncode}): {rec.stderr.strip()} {detail}"
         return {"app": app, "fault": fault, "seed": seed, "acked": acked, "lost": lost, "detail": detail,
                 "recovery_s": round(recovery, 3), "torn": report.get("torn", 0),
                 "replayed": report.get("applied", 0)}
     finally:
+        kill_tree(procs)
         disk.detach()
         os.unlink(device)
         oracle.unlink(missing_ok=True)
@@ -269,8 +356,8 @@ def round_(app, fault, seed, control, base):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis")
-    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery")
+    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres")
+    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
     ap.add_argument("--json", help="write every round's result here")

@@ -2,7 +2,7 @@
 of what it had acknowledged (a line per acknowledgement, written only after
 the sync or commit returned) to a file outside the crash domain.
 
-usage: workloads.py raw|sqlite-wal|sqlite-delete|redis DIR ORACLE [PORT]
+usage: workloads.py raw|sqlite-wal|sqlite-delete|redis|postgres DIR ORACLE [PORT]
 """
 import os
 import socket
@@ -105,11 +105,32 @@ def redis(port, oracle):
         os.write(o, b"%d\n" % i)
 
 
+def postgres(port, oracle):
+    """Autocommitted INSERTs through one psql session; a row is acknowledged
+    when psql prints the SELECT that follows its INSERT (after the commit)."""
+    import subprocess
+    psql = subprocess.Popen(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-X", "-q",
+                             "-t", "-A", "-v", "ON_ERROR_STOP=1", "postgres"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    psql.stdin.write("CREATE TABLE IF NOT EXISTS t(id int PRIMARY KEY, v text);\n")
+    o = os.open(oracle, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    i = 0
+    while True:
+        i += 1
+        psql.stdin.write(f"INSERT INTO t VALUES ({i}, repeat('x', {i % 200})); SELECT 'ack {i}';\n")
+        line = psql.stdout.readline()
+        if line.strip() != f"ack {i}":
+            raise SystemExit(f"psql said {line!r}")
+        os.write(o, b"%d\n" % i)
+
+
 if __name__ == "__main__":
     what, d, oracle = sys.argv[1], sys.argv[2], sys.argv[3]
     if what == "raw":
         raw(d, oracle)
     elif what.startswith("sqlite"):
         sqlite(d, oracle, what.split("-")[1])
+    elif what == "postgres":
+        postgres(int(sys.argv[4]), oracle)
     else:
         redis(int(sys.argv[4]), oracle)
