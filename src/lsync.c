@@ -219,11 +219,14 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 }
 
 /* Open a registered file by its path for a checkpoint; -1 if it is not
- * there any more (or is another file now). */
+ * there any more (or is another file now). Writable if it can be: after a
+ * failed sync the checkpoint writes the records to the file again. */
 static int open_registered(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	int fd = tdax_real.open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = tdax_real.open(f->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		fd = tdax_real.open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -1;
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
@@ -252,7 +255,9 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 	tdax_real.close(fd);
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
 	if (rc != 0) {
-		atomic_store(&tdax_file_at(tdax_rt.dev, idx)->rt.wb_error, e);
+		/* The first error is the one the next sync reports (as Linux does). */
+		int32_t none = 0;
+		atomic_compare_exchange_strong(&tdax_file_at(tdax_rt.dev, idx)->rt.wb_error, &none, e);
 		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
 	}
 	return rc;

@@ -4,7 +4,9 @@
  * process's memory until an fsync of `disk` reaches it, as in a disk's
  * volatile write cache; then they go to the image, which is what survives.
  *
- * Writing "cut" to the file `ctl` is the power cut: the cached writes are
+ * Writing "eio" to `ctl` makes the disk fail: every later fsync returns
+ * EIO and what it should have written is lost (the write-back error of
+ * "fsyncgate"). Writing "cut" to the file `ctl` is the power cut: the cached writes are
  * lost (mode lose-all) or a random subset of them reaches the image first
  * (mode keep-random, like a cache that had written some back), and from
  * then on every write is discarded, so nothing the dying system flushes
@@ -34,7 +36,7 @@ static int image = -1;
 static off_t size;
 static char **cache;     /* cached (unflushed) blocks, by block number */
 static size_t nblocks, ncached;
-static int dead, keep_random;
+static int dead, keep_random, failing;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int vd_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -154,6 +156,8 @@ static int vd_write(const char *path, const char *buf, size_t n, off_t off, stru
 	if (strcmp(path, "/ctl") == 0) {
 		if (n >= 3 && memcmp(buf, "cut", 3) == 0)
 			cut();
+		else if (n >= 3 && memcmp(buf, "eio", 3) == 0)
+			failing = 1;
 		pthread_mutex_unlock(&lock);
 		return (int)n;
 	}
@@ -185,7 +189,17 @@ static int vd_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 	if (strcmp(path, "/disk"))
 		return 0;
 	pthread_mutex_lock(&lock);
-	int rc = dead ? 0 : flush_all();
+	int rc = 0;
+	if (failing) { /* the cached writes never make it */
+		for (size_t b = 0; b < nblocks; b++) {
+			free(cache[b]);
+			cache[b] = NULL;
+		}
+		ncached = 0;
+		rc = -EIO;
+	} else if (!dead) {
+		rc = flush_all();
+	}
 	pthread_mutex_unlock(&lock);
 	return rc;
 }
@@ -210,7 +224,7 @@ static int vd_fallocate(const char *path, int mode, off_t off, off_t len, struct
 static void vd_destroy(void *data)
 {
 	(void)data;
-	if (!dead && flush_all() != 0)
+	if (!dead && !failing && flush_all() != 0)
 		fprintf(stderr, "voldisk: writing the cache at unmount failed\n");
 }
 
