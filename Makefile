@@ -18,7 +18,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-crash test-py crashtest demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps test test-c test-fuzz test-crash test-py crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -83,7 +83,23 @@ deps:
 # Every test: C unit tests (plain, then under ASan+UBSan), then pytest.
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-c test-crash test-py
+	@$(MAKE) --no-print-directory test-c test-fuzz test-crash test-py
+
+# libFuzzer on the region parser and recovery (tests/fuzz/README.md).
+FUZZ_SECONDS ?= 600
+FUZZCC := clang-14
+FUZZ_SRC := $(CORE:%=src/%.c)
+$(B)/fuzz/fuzz_recover: tests/fuzz/fuzz_recover.c $(FUZZ_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZCC) -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -pthread -Isrc $< $(FUZZ_SRC) -o $@ $(LDLIBS)
+
+test-fuzz: $(B)/fuzz/fuzz_recover
+	@cd $(B)/fuzz && ./fuzz_recover -max_total_time=20 -timeout=10 -rss_limit_mb=4096 > fuzz.log 2>&1; \
+		rc=$$?; tail -3 fuzz.log; [ $$rc = 0 ] || { grep -A30 "ERROR\|deadly" fuzz.log | head -60; exit $$rc; }
+
+fuzz: deps $(B)/fuzz/fuzz_recover
+	cd $(B)/fuzz && ./fuzz_recover -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096
 
 # Power cuts on a volatile disk, a short version: one round per application
 # and fault model, and the positive control (make crashtest ROUNDS=200 for more).
@@ -136,4 +152,4 @@ bench-policy: deps
 	$(B)/venv/bin/python bench/policy_bench.py
 
 clean:
-	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests
+	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests $(B)/fuzz
