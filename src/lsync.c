@@ -101,7 +101,7 @@ void tdax_lsync_after_write(const struct tdax_fd *e, uint64_t off, const struct 
 		return;
 	}
 	uint64_t zero = 0;
-	atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_now_ns());
+	atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_coarse_ns());
 	atomic_fetch_add_explicit(&rt->logged_bytes, r, memory_order_relaxed);
 	tdax_rt.touched[idx] = 1;
 	tdax_count(TDAX_ST_LOGGED_WRITES, 1);

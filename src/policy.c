@@ -54,7 +54,7 @@ bool tdax_policy_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	struct tdax_file_rt *rt = rt_of(idx);
 	uint32_t g = gran_of(rt, &t);
 	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
-	uint64_t now = tdax_now_ns();
+	uint64_t now = tdax_coarse_ns();
 	bool logged = true;
 	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
@@ -86,7 +86,7 @@ void tdax_policy_sync(uint32_t idx, uint32_t gen)
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
 	struct tdax_file_rt *rt = rt_of(idx);
-	uint64_t now = tdax_now_ns();
+	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
 	bool stream = prev && now - prev <= t.wb_window_ns;
 	for (int i = 0; i < 6; i++) {
@@ -124,7 +124,7 @@ void tdax_policy_work(bool pressure)
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	uint64_t now = tdax_now_ns();
+	uint64_t now = tdax_coarse_ns();
 	int lowest = -1;
 	for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 		struct tdax_range *r = tdax_range_at(dev, i);

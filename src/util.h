@@ -27,6 +27,11 @@ void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1]);
 
 uint64_t tdax_now_ns(void);
 
+/* CLOCK_MONOTONIC_COARSE (a few ms of resolution, a fraction of the cost):
+ * for the policy's windows and the write-back's ages, which count in
+ * hundreds of milliseconds. On the same time line as tdax_now_ns. */
+uint64_t tdax_coarse_ns(void);
+
 /* Busy-wait for ns nanoseconds (emulated device costs; never sleeps). */
 void tdax_spin_ns(uint64_t ns);
 

@@ -25,7 +25,7 @@ void tdax_writeback_pass(int all)
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
-	uint64_t now = tdax_now_ns();
+	uint64_t now = tdax_coarse_ns();
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
 		if (!tdax_rt.touched[i])
 			continue;
