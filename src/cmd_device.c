@@ -176,9 +176,7 @@ int cmd_device_info(int argc, char **argv)
 		files += tdax_file_valid(tdax_file_at(dev, i));
 	bool changed = tdax_device_boot_changed(dev);
 	const char *state = dev->st->clean == TDAX_STATE_CLEAN ? "clean" : "unclean";
-	const char *persistence = dev->backend == TDAX_BACKEND_EMULATED
-		? "emulated: survives process crashes and simulated power failures, not real power loss"
-		: "persistent memory";
+	const char *persistence = tdax_device_persistence(dev);
 
 	if (a.json) {
 		printf("{\"path\": ");

@@ -276,11 +276,67 @@ static void format_region(struct tdax_device *dev, const struct tdax_create_opts
 	tdax_persist(dev, sb, sizeof(*sb));
 }
 
+const char *tdax_device_persistence(const struct tdax_device *dev)
+{
+	if (dev->backend == TDAX_BACKEND_EMULATED)
+		return "emulated: survives process crashes and simulated power failures, not real "
+		       "power loss";
+	switch (pmem2_map_get_store_granularity(dev->map)) {
+	case PMEM2_GRANULARITY_BYTE:
+		return "persistent memory, persistent once stored (eADR)";
+	case PMEM2_GRANULARITY_CACHE_LINE:
+		return dev->backend == TDAX_BACKEND_FSDAX
+			? "persistent memory, MAP_SYNC mapping, persistent after cache flushes (ADR)"
+			: "persistent memory, persistent after cache flushes (ADR)";
+	default:
+		return "persistent memory behind the page cache (msync)";
+	}
+}
+
+/* A numeric attribute of a device-DAX character device, from sysfs. */
+static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t dflt)
+{
+	char path[128];
+	unsigned long long v;
+	snprintf(path, sizeof(path), "/sys/dev/char/%u:%u/%s", major(st->st_rdev),
+		 minor(st->st_rdev), attr);
+	FILE *f = fopen(path, "re");
+	bool ok = f && fscanf(f, "%llu", &v) == 1;
+	if (f)
+		fclose(f);
+	return ok ? (uint64_t)v : dflt;
+}
+
+/*
+ * Read the first len bytes of a region and its size, without mapping it for
+ * good. Device DAX has neither read(2) nor a seekable size: its size is in
+ * sysfs, and its bytes are reached only through a mapping of whole
+ * alignment units (2 MiB unless the namespace says otherwise).
+ */
+static int read_head(int fd, const struct stat *st, void *buf, size_t len, uint64_t *size)
+{
+	if (!S_ISCHR(st->st_mode)) {
+		*size = (uint64_t)st->st_size;
+		return pread(fd, buf, len, 0) == (ssize_t)len ? 0 : -1;
+	}
+	*size = devdax_attr(st, "size", 0);
+	size_t align = (size_t)devdax_attr(st, "align", 2u << 20);
+	if (*size < align || len > align)
+		return -1;
+	void *p = mmap(NULL, align, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	memcpy(buf, p, len);
+	munmap(p, align);
+	return 0;
+}
+
 /* Does an existing file or device already hold a tdax header? */
-static bool has_magic(int fd)
+static bool has_magic(int fd, const struct stat *st)
 {
 	char magic[8];
-	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	uint64_t size;
+	return read_head(fd, st, magic, sizeof(magic), &size) == 0 &&
 	       memcmp(magic, TDAX_MAGIC, sizeof(magic)) == 0;
 }
 
@@ -314,7 +370,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	dev.fd = open(o->path, oflags, mode);
 	if (dev.fd < 0)
 		return open_error(o->path, "create the device region", err);
-	if (o->backend == TDAX_BACKEND_DEVDAX && has_magic(dev.fd) && !o->force) {
+	if (o->backend == TDAX_BACKEND_DEVDAX && has_magic(dev.fd, &st) && !o->force) {
 		close(dev.fd);
 		return tdax_errf(err, "%s: already holds a tdax device; refusing to reformat it. "
 			"Run 'tdax recover' and 'tdax device destroy' first, or pass --force", o->path);
@@ -361,7 +417,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	return 0;
 }
 
-/* Validate the header read with pread, before anything is mapped. */
+/* Validate the header read by read_head, before the region is mapped. */
 static int check_header(const char *path, const struct tdax_super *sb, uint64_t file_size,
 			struct tdax_err *err)
 {
@@ -420,17 +476,12 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 		free(dev);
 		return -1;
 	}
-	uint64_t file_size = (uint64_t)st.st_size;
-	if (S_ISCHR(st.st_mode)) {
-		off_t end = lseek(dev->fd, 0, SEEK_END);
-		file_size = end > 0 ? (uint64_t)end : UINT64_MAX; /* devdax: trust the mapping */
-	}
+	uint64_t file_size = 0;
 	struct tdax_super sb;
-	ssize_t n = pread(dev->fd, &sb, sizeof(sb), 0);
 	int rc = 0;
-	if (n != (ssize_t)sizeof(sb) || file_size < TDAX_HEADER_SIZE)
-		rc = tdax_errf(err, "%s: too small to be a tdax device (%llu bytes); nothing was "
-			"changed", path, (unsigned long long)file_size);
+	if (read_head(dev->fd, &st, &sb, sizeof(sb), &file_size) != 0 || file_size < TDAX_HEADER_SIZE)
+		rc = tdax_errf(err, "%s: too small to be a tdax device (%llu bytes) or unreadable; "
+			"nothing was changed", path, (unsigned long long)file_size);
 	else
 		rc = check_header(path, &sb, file_size, err);
 	if (rc == 0) {

@@ -122,6 +122,8 @@ enum {
 };
 
 const char *tdax_backend_name(enum tdax_backend b);
+/* How stores to the mapped region become persistent, in words for people. */
+const char *tdax_device_persistence(const struct tdax_device *dev);
 int tdax_backend_parse(const char *s, enum tdax_backend *out);
 
 /* Create and format a device region. Never overwrites without opts->force. */
