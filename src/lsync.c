@@ -247,8 +247,12 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 		for (int i = 0; i < TDAX_MAX_FDS && fd < 0; i++)
 			if (tdax_rt.fds[i].file_plus1 == idx + 1 && tdax_rt.fds[i].gen == gen)
 				fd = tdax_real.fcntl(i, F_DUPFD_CLOEXEC, 0);
+		/* Without records there is nothing to write back: done (a
+		 * downgrade of a removed file's range must not fail, or every
+		 * pass would try it again). With records, they stay for the
+		 * next process that has the file, or for recovery. */
 		if (fd < 0)
-			return -1;
+			return atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite) ? -1 : 0;
 	}
 	int rc = tdax_lsync_checkpoint_fd(fd, idx, gen, true);
 	int e = errno;

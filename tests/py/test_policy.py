@@ -118,3 +118,27 @@ def test_policy_never_tracks_but_never_upgrades(dev, diskdir):
 def test_top_refreshes_status(dev):
     out = run(TDAX, "top", "--device", dev, "--interval", "10", "--count", "2", check=0).stdout
     assert out.count("tdax top --") == 2 and "syncs:" in out
+
+
+def test_a_removed_files_upgraded_range_is_downgraded_not_retried_forever(dev, diskdir):
+    """A file removed by a program without tdax leaves its upgraded range in
+    the device. The next process's re-evaluation downgrades it: there is
+    nothing to write back. (It used to fail to open the file, roll the
+    downgrade back and try again on every pass, thousands of times a second.)"""
+    gone = diskdir / "gone"
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
+                          gone, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **TDAX_ENV))
+    assert p.stdout.readline().strip() == "phase1"
+    (diskdir / "go").write_bytes(b"")
+    p.wait()
+    upgraded = [f["upgraded"] for f in status(dev)["files"] if f["path"] == str(gone)]
+    assert len(upgraded) == 1 and upgraded[0] >= 1
+    gone.unlink()
+    t0 = os.times()
+    run(TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM, diskdir / "other", "1.5",
+        diskdir / "go", env=TDAX_ENV, check=0)  # "go" exists: two 1.5 s streams
+    t1 = os.times()
+    assert [f["upgraded"] for f in status(dev)["files"] if f["path"] == str(gone)] == [0]
+    cpu = t1.children_system + t1.children_user - t0.children_system - t0.children_user
+    assert cpu < 4.5  # 3 s of syncing, not a second thread spinning on failed opens
