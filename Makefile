@@ -6,7 +6,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats shadow track control ranges trace
+CORE    := crc32c util device files log recover stats shadow track control ranges trace pmtrace
 PRELOAD := runtime lsync policy writeback interpose
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
@@ -19,7 +19,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-fuzz test-crash test-py test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -70,6 +70,10 @@ $(B)/tests/tdax-oracle: tests/crash/oracle.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) $< -o $@ -lisal
 
+$(B)/tests/tdax-pmorder: tests/crash/pmorder.c $(CORE_O) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
 $(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
@@ -106,14 +110,18 @@ fuzz: deps $(B)/fuzz/fuzz_recover
 	cd $(B)/fuzz && ./fuzz_recover -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096
 
 # Power cuts on a volatile disk, a short version: one round per application
-# and fault model, and the positive control (make crashtest ROUNDS=200 for more).
+# and fault model, and the positive control (make crashtest ROUNDS=200 for more);
+# then crash images of the device from a persist-order trace (pmreorder.py).
 test-crash: all
 	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 1 --control
+	$(B)/venv/bin/python tests/crash/pmreorder.py --control --subsets 1
 
 ROUNDS ?= 20
+PM_COUNT ?= 1000
 crashtest: deps
 	@$(MAKE) --no-print-directory all
 	$(B)/venv/bin/python tests/crash/crashtest.py --rounds $(ROUNDS) --control
+	$(B)/venv/bin/python tests/crash/pmreorder.py --control --count $(PM_COUNT) --subsets 4
 
 # tdax on real kernel DAX (NVDIMM and CXL Type-3, fsdax and devdax) in QEMU
 # guests, with real power cuts (docs/vm.md). CUTS per scenario, besides the control.

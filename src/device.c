@@ -7,6 +7,7 @@
 #include "device.h"
 #include "control.h"
 #include "crc32c.h"
+#include "pmtrace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -169,6 +170,9 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	dev->flush = pmem2_get_flush_fn(dev->map);
 	dev->drain = pmem2_get_drain_fn(dev->map);
 	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
+	if (tdax_pmtrace_attach(dev) != 0)
+		return tdax_errf(err, "%s: cannot write the persist-order trace %s: %s", dev->path,
+				 getenv(TDAX_PMTRACE_ENV), strerror(errno));
 	madvise(dev->base, dev->size, MADV_HUGEPAGE);
 	if (!(flags & TDAX_OPEN_NO_PREFAULT))
 		tdax_device_prefault(dev, dev->base, dev->size);
