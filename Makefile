@@ -19,7 +19,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-fuzz test-crash test-py test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -69,6 +69,10 @@ $(B)/tests/tdax-voldisk: tests/crash/voldisk.c
 $(B)/tests/tdax-oracle: tests/crash/oracle.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) $< -o $@ -lisal
+
+$(B)/tests/tdax-rocksdb-client: tests/crash/rocksdb_client.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) $< -o $@ -lrocksdb
 
 $(B)/tests/tdax-pmorder: tests/crash/pmorder.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)

@@ -19,7 +19,7 @@ Fault models:
 Positive control: `--control` runs cut-all with a lying tdax (TDAX_TEST_LIE=1:
 syncs answered without logging); it must lose acknowledged data every round.
 
-usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres]
+usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
 exit status: 0 if nothing was lost (and the control lost data every round)
 """
@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TDAX = str(ROOT / "build" / "bin" / "tdax")
 VOLDISK = str(ROOT / "build" / "tests" / "tdax-voldisk")
+ROCKSDB_CLIENT = str(ROOT / "build" / "tests" / "tdax-rocksdb-client")
 WORKLOADS = str(Path(__file__).resolve().parent / "workloads.py")
 PY = sys.executable
 HDR = struct.Struct("<4sIQI")
@@ -182,7 +183,7 @@ def start(app, d, oracle, device, env):
     pre = [TDAX, "run", "--quiet", "--device", device, "--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
-        sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust"]))
+        sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust", "--data-checksums"]))
         port = free_port()
         srv = subprocess.Popen(as_postgres(pre + [f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
                                                   "-c", "listen_addresses=127.0.0.1"]),
@@ -192,6 +193,9 @@ def start(app, d, oracle, device, env):
         cli = subprocess.Popen([PY, WORKLOADS, app, str(d), str(oracle), str(port)], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return [srv, cli]
+    if app == "rocksdb":
+        return subprocess.Popen(pre + [ROCKSDB_CLIENT, str(d / "db"), str(oracle)], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if app == "redis":
         port = free_port()
         script = (f"{' '.join(pre)} redis-server --port {port} --bind 127.0.0.1 --dir {d} --appendonly yes "
@@ -294,14 +298,30 @@ def check_postgres(d, oracle):
     finally:
         srv.send_signal(signal.SIGINT)
         srv.wait(timeout=60)
+    sums = sh(*as_postgres([f"{PGBIN}/pg_checksums", "--check", "-D", d / "data"]), check=False)
     lost = [a for a in acked if a not in have]
-    bad = am.returncode != 0
-    return len(acked), len(lost) + bad, (f"pg_amcheck: {am.stdout[-200:]}{am.stderr[-200:]}; first lost: {lost[:3]}"
+    bad = (am.returncode != 0) + (sums.returncode != 0)
+    return len(acked), len(lost) + bad, (f"pg_amcheck: {am.stdout[-200:]}{am.stderr[-200:]}; pg_checksums: "
+                                         f"{sums.stdout[-200:]}{sums.stderr[-200:]}; first lost: {lost[:3]}"
                                          if lost or bad else "")
 
 
+def check_rocksdb(d, oracle):
+    """ldb, RocksDB's own tool, checks the files and reads every key back
+    (opening the database replays its WAL)."""
+    acked = [int(x) for x in oracle.read_text().split()]
+    db = f"--db={d / 'db'}"
+    cons = sh("ldb", db, "checkconsistency", check=False)
+    scan = sh("ldb", db, "scan", check=False)
+    have = dict(line.split(" : ", 1) for line in scan.stdout.splitlines() if " : " in line)
+    lost = [i for i in acked if have.get(f"k{i}") != f"v{i}" * (1 + i % 20)]
+    bad = (cons.returncode != 0) + (scan.returncode != 0)
+    return len(acked), len(lost) + bad, (f"ldb: {cons.stdout.strip()[-120:]} {cons.stderr.strip()[-200:]} "
+                                         f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
+
+
 CHECK = {"raw": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis,
-         "postgres": check_postgres}
+         "postgres": check_postgres, "rocksdb": check_rocksdb}
 
 
 def round_(app, fault, seed, control, base):
@@ -356,7 +376,7 @@ def round_(app, fault, seed, control, base):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres")
+    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
@@ -366,7 +386,7 @@ def main():
         sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
     plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
     if a.control:
-        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal")]
+        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal", "rocksdb")]
     results, bad, failed_rounds = [], 0, 0
     print(f"crashtest: seed {a.seed}, {a.rounds} rounds per line")
     print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
