@@ -42,11 +42,24 @@ static int note_record(void *ctx, const struct tdax_rec *r)
 	return 0;
 }
 
+/* The region and its files go when the fuzzer exits (at -max_total_time too). */
+static void remove_template(void)
+{
+	unlink(region);
+	for (int f = 0; f < 3; f++) {
+		char path[128];
+		snprintf(path, sizeof(path), "%s/file%d", dir, f);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 static void make_template(void)
 {
 	snprintf(region, sizeof(region), "/dev/shm/tdax-fuzz-%d", (int)getpid());
 	snprintf(dir, sizeof(dir), "/dev/shm/tdax-fuzz-files-%d", (int)getpid());
 	mkdir(dir, 0755);
+	atexit(remove_template);
 	struct tdax_create_opts o = { .path = region, .backend = TDAX_BACKEND_EMULATED,
 				      .capacity = 8 << 20, .seg_size = 64 << 10, .force = true };
 	struct tdax_err e;
