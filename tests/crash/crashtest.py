@@ -21,6 +21,7 @@ syncs answered without logging); it must lose acknowledged data every round.
 
 usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
+                    [--json FILE] [--round-seed S]
 exit status: 0 if nothing was lost (and the control lost data every round)
 """
 import argparse
@@ -380,47 +381,53 @@ def main():
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
-    ap.add_argument("--json", help="write every round's result here")
+    ap.add_argument("--json", help="append each round's result to this file (JSON lines) as it ends")
+    ap.add_argument("--round-seed", type=int, help="run one round with this seed, as a failure prints it")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
     plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
     if a.control:
         plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal", "rocksdb")]
-    results, bad, failed_rounds = [], 0, 0
-    print(f"crashtest: seed {a.seed}, {a.rounds} rounds per line")
-    print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
-    for app, fault, control in plan:
-        rows = []
-        for r in range(a.rounds):
-            seed = a.seed * 1000 + len(results)
+    rounds = 1 if a.round_seed is not None else a.rounds
+    print(f"crashtest: seed {a.seed}, {rounds} rounds per line, {len(plan)} lines", flush=True)
+    rows = {line: [] for line in plan}
+    t0 = time.time()
+    # Rounds outermost: a long run that is stopped has whole rounds of every line.
+    for r in range(rounds):
+        for i, (app, fault, control) in enumerate(plan):
+            seed = a.round_seed if a.round_seed is not None else a.seed * 1000 + r * len(plan) + i
             with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
                 res = round_(app, fault, seed, control, Path(base))
             res["control"] = control
-            rows.append(res)
-            results.append(res)
-        lost = sum(x["lost"] for x in rows)
+            rows[(app, fault, control)].append(res)
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps(res) + "\n")
+            if bool(res["lost"]) != control:
+                what = ("the lying sync lost nothing" if control else f"LOST: {res['detail']}")
+                print(f"  {app} {fault} round {r + 1}: {what}  (reproduce: --apps {app} --faults {fault} "
+                      f"--round-seed {seed})", flush=True)
+        if rounds > 1:
+            lost = sum(x["lost"] for line, xs in rows.items() if not line[2] for x in xs)
+            print(f"crashtest: round {r + 1}/{rounds} of every line done in {time.time() - t0:.0f} s, "
+                  f"{lost} acknowledged records lost so far", flush=True)
+    print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
+    bad = failed_rounds = 0
+    for (app, fault, control), xs in rows.items():
         name = fault + (" (control)" if control else "")
-        print(f"{app:<14}{name:<14}{len(rows):>7}{sum(x['acked'] for x in rows):>9}{lost:>7}"
-              f"{sum(x['torn'] for x in rows):>6}{sum(x['replayed'] for x in rows):>10}"
-              f"{max(x['recovery_s'] for x in rows):>9.2f}s", flush=True)
-        failed_rounds += sum(1 for x in rows if bool(x["lost"]) != control)
-        if control:
-            caught = sum(1 for x in rows if x["lost"])
-            if caught != len(rows):
-                bad += 1
-                print(f"  CONTROL FAILED: the lying sync lost nothing in {len(rows) - caught} rounds")
-        else:
-            for x in rows:
-                if x["lost"]:
-                    bad += 1
-                    print(f"  LOST in round seed={x['seed']}: {x['detail']}  (reproduce: --apps {app} "
-                          f"--faults {fault} --rounds 1 --seed {x['seed'] // 1000})")
-    if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1))
+        print(f"{app:<14}{name:<14}{len(xs):>7}{sum(x['acked'] for x in xs):>9}{sum(x['lost'] for x in xs):>7}"
+              f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>10}"
+              f"{max(x['recovery_s'] for x in xs):>9.2f}s")
+        wrong = sum(1 for x in xs if bool(x["lost"]) != control)
+        failed_rounds += wrong
+        bad += bool(wrong)
+        if control and wrong:
+            print(f"  CONTROL FAILED: the lying sync lost nothing in {wrong} rounds")
+    total = sum(len(xs) for xs in rows.values())
     print("crashtest: " + ("FAILED" if bad else "OK: nothing acknowledged was lost; the control was caught"
                            if a.control else "OK: nothing acknowledged was lost"))
-    print(f"{len(results) - failed_rounds} passed, {failed_rounds} failed")
+    print(f"{total - failed_rounds} passed, {failed_rounds} failed")
     sys.exit(1 if bad else 0)
 
 
