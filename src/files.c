@@ -6,12 +6,14 @@
 #include "crc32c.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static uint32_t ident_crc(const struct tdax_file *f)
@@ -134,6 +136,40 @@ void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen)
 	tdax_pidlock_release(dev->reglock);
 }
 
+/* Is the file of entry f still at its path? Raw system calls: under the
+ * preload these must not go through tdax's own hooks. */
+static bool still_there(const struct tdax_file *f)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT && errno != ENOTDIR; /* in doubt, it is */
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	bool same = tdax_ident_of_fd(fd, &now) != 0 || tdax_ident_same(&now, &was);
+	syscall(SYS_close, fd);
+	return same;
+}
+
+/*
+ * The table is full: free the entries of files that are gone -- removed or
+ * replaced by a program without tdax -- and have no records waiting. A
+ * process that still has such a file open sees the generation change and
+ * syncs it through the kernel. Returns a free slot, or -1.
+ */
+static int64_t reclaim_gone(struct tdax_device *dev)
+{
+	int64_t slot = -1;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (!tdax_file_valid(f) || atomic_load(&f->rt.first_log_ns) ||
+		    atomic_load(&f->rt.rewrite) || still_there(f))
+			continue;
+		atomic_store(&f->state, TDAX_FILE_FREE);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+		slot = slot < 0 ? i : slot;
+	}
+	return slot;
+}
+
 int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
 			uint32_t *gen, bool *created, struct tdax_err *err)
 {
@@ -157,6 +193,8 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 		tdax_pidlock_release(dev->reglock);
 		return 0;
 	}
+	if (free_slot < 0)
+		free_slot = reclaim_gone(dev);
 	if (free_slot < 0) {
 		tdax_pidlock_release(dev->reglock);
 		return tdax_errf(err, "%s: the device's file table is full (%u files); tdax leaves "

@@ -1,8 +1,11 @@
 /*
  * ranges -- lookup and insertion in the device's range table, with a small
  * per-thread cache in front (a write usually hits the range of the last).
+ * Entries of files that are gone (their file entry freed or reused) are
+ * taken over by new ranges, so the table does not fill up with the dead.
  */
 #include "ranges.h"
+#include "files.h"
 
 #include <string.h>
 
@@ -18,6 +21,14 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
 static uint32_t hash(uint64_t key, uint32_t n)
 {
 	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) % n;
+}
+
+/* An entry whose file entry was freed or given to another file: its
+ * tracking means nothing any more, and the slot may be taken. */
+static bool stale(const struct tdax_device *dev, uint64_t k, uint32_t fgen)
+{
+	const struct tdax_file *f = tdax_file_at(dev, (uint32_t)(k >> 32) - 1);
+	return atomic_load(&f->state) != TDAX_FILE_ACTIVE || f->gen != fgen;
 }
 
 /* Claim an entry for a new file generation: reset its counters. */
@@ -51,7 +62,12 @@ struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint3
 			if (!atomic_compare_exchange_strong(&r->key, &k, key) && k != key)
 				continue; /* someone else took the slot for another range */
 		} else if (k != key) {
-			continue;
+			uint32_t old = atomic_load(&r->fgen);
+			if (!create || !stale(dev, k, old) || !atomic_compare_exchange_strong(&r->key, &k, key))
+				continue;
+			/* taken over from a file that is gone: start from nothing */
+			memset(&r->t, 0, sizeof(r->t));
+			atomic_store(&r->fgen, fgen);
 		}
 		if (create)
 			adopt(r, fgen);

@@ -3,7 +3,9 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "files.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,4 +76,19 @@ struct tdax_device *tdax_test_new_device(uint64_t capacity, uint32_t seg_size)
 		return NULL;
 	}
 	return dev;
+}
+
+uint32_t tdax_test_new_file(struct tdax_device *dev, const char *name, uint32_t *gen)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	uint32_t idx = UINT32_MAX;
+	bool created;
+	struct tdax_err e;
+	if (fd < 0 || tdax_files_register(dev, fd, path, &idx, gen, &created, &e) != 0)
+		fprintf(stderr, "  register %s failed\n", path);
+	if (fd >= 0)
+		close(fd);
+	return idx;
 }

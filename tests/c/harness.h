@@ -43,6 +43,9 @@ const char *tdax_test_device(void);
 /* Create a fresh emulated device (capacity and segment size; 0 = default)
  * and open it; NULL (with a message) on failure. */
 struct tdax_device *tdax_test_new_device(uint64_t capacity, uint32_t seg_size);
+/* Create (or open) NAME in the scratch directory and register it in dev:
+ * its file index, and its generation in *gen; UINT32_MAX on failure. */
+uint32_t tdax_test_new_file(struct tdax_device *dev, const char *name, uint32_t *gen);
 
 #endif
 

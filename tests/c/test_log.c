@@ -15,20 +15,6 @@
 #include "log.h"
 
 /* Register a scratch file on the disk; returns its entry index. */
-static uint32_t new_file(struct tdax_device *dev, const char *name, uint32_t *gen)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
-	int fd = open(path, O_RDWR | O_CREAT, 0644);
-	uint32_t idx = UINT32_MAX;
-	bool created;
-	struct tdax_err e;
-	if (fd < 0 || tdax_files_register(dev, fd, path, &idx, gen, &created, &e) != 0)
-		fprintf(stderr, "  register %s failed\n", path);
-	close(fd);
-	return idx;
-}
-
 static void fill(char *buf, uint32_t n, uint64_t tag)
 {
 	for (uint32_t k = 0; k < n; k++)
@@ -89,7 +75,7 @@ TEST(append_then_scan_returns_every_record_intact)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
-	uint32_t g, f = new_file(dev, "a", &g);
+	uint32_t g, f = tdax_test_new_file(dev, "a", &g);
 	uint64_t last = 0, seq;
 	uint32_t sizes[] = { 1, 63, 64, 65, 128, 4096, 65536 };
 	for (int i = 0; i < 7; i++) {
@@ -107,7 +93,7 @@ TEST(release_kills_records_and_reuses_space)
 {
 	struct tdax_device *dev = tdax_test_new_device(16 << 20, 256 << 10);
 	CHECK(dev);
-	uint32_t g, f = new_file(dev, "b", &g);
+	uint32_t g, f = tdax_test_new_file(dev, "b", &g);
 	uint64_t seq = 0;
 	for (int i = 0; i < 100; i++)
 		CHECK(put(dev, f, g, (uint64_t)i * 4096, 4096, &seq) == 0);
@@ -134,7 +120,7 @@ TEST(full_log_fails_cleanly_then_recovers_after_release)
 {
 	struct tdax_device *dev = tdax_test_new_device(8 << 20, 1 << 20);
 	CHECK(dev);
-	uint32_t g, f = new_file(dev, "c", &g);
+	uint32_t g, f = tdax_test_new_file(dev, "c", &g);
 	uint64_t seq = 0, ok = 0;
 	int rc;
 	while ((rc = put(dev, f, g, 0, 60000, &seq)) == 0)
@@ -162,7 +148,7 @@ TEST(one_segment_serves_at_most_its_slots_of_files)
 	for (int i = 0; i < 3 * TDAX_SEG_SLOTS; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "m%d", i);
-		uint32_t g, f = new_file(dev, name, &g);
+		uint32_t g, f = tdax_test_new_file(dev, name, &g);
 		CHECK(put(dev, f, g, 0, 64, &seq) == 0);
 	}
 	struct tdax_log_usage u;
@@ -211,7 +197,7 @@ TEST(concurrent_threads_append_without_losing_or_sharing_sequence_numbers)
 		char name[16];
 		snprintf(name, sizeof(name), "t%d", t);
 		w[t] = (struct worker){ .dev = dev, .n = 2000 };
-		w[t].f = new_file(dev, name, &w[t].g);
+		w[t].f = tdax_test_new_file(dev, name, &w[t].g);
 		CHECK(pthread_create(&th[t], NULL, thread_main, &w[t]) == 0);
 	}
 	for (int t = 0; t < T; t++)
@@ -248,20 +234,36 @@ TEST(sigkilled_writer_processes_lose_nothing_acknowledged)
 		for (int p = 0; p < P; p++) {
 			char name[32];
 			snprintf(name, sizeof(name), "p%d-%d", round, p);
-			files[p] = new_file(dev, name, &gens[p]);
+			files[p] = tdax_test_new_file(dev, name, &gens[p]);
 			pids[p] = fork();
 			if (pids[p] == 0) {
 				close(fds[0]);
 				for (uint64_t i = 0;; i++) {
 					uint64_t seq;
+					uint64_t msg[2] = { 0, (uint64_t)p };
 					if (put(dev, files[p], gens[p], i * 1000, 100 + (uint32_t)(i % 300),
 						&seq) == 0 &&
-					    write(fds[1], &seq, sizeof(seq)) != sizeof(seq))
+					    (msg[0] = seq, write(fds[1], msg, sizeof(msg)) != sizeof(msg)))
 						_exit(1);
 				}
 			}
 		}
 		close(fds[1]);
+		/* Every writer holds a segment (has acknowledged a record) before
+		 * the kill, however slow the machine. */
+		uint64_t msg[2], *early = NULL;
+		size_t nearly = 0, cap = 0;
+		unsigned seen_mask = 0;
+		while (seen_mask != (1u << P) - 1 && read(fds[0], msg, sizeof(msg)) == sizeof(msg)) {
+			if (nearly == cap) {
+				cap = cap ? 2 * cap : 1024;
+				early = realloc(early, cap * sizeof(*early));
+				CHECK(early);
+			}
+			early[nearly++] = msg[0];
+			seen_mask |= 1u << msg[1];
+		}
+		CHECK(seen_mask == (1u << P) - 1);
 		usleep(10000 + (useconds_t)(rand() % 40000));
 		for (int p = 0; p < P; p++)
 			kill(pids[p], SIGKILL);
@@ -270,10 +272,13 @@ TEST(sigkilled_writer_processes_lose_nothing_acknowledged)
 		CHECK(tdax_log_seal_dead(dev) == P);
 		struct seen s;
 		scan(dev, &s);
-		uint64_t seq, acked = 0, missing = 0;
-		while (read(fds[0], &seq, sizeof(seq)) == sizeof(seq)) {
+		uint64_t acked = 0, missing = 0;
+		for (size_t i = 0; i < nearly; i++, acked++)
+			missing += early[i] >= MAXR || !s.has[early[i]];
+		free(early);
+		while (read(fds[0], msg, sizeof(msg)) == sizeof(msg)) {
 			acked++;
-			missing += seq >= MAXR || !s.has[seq];
+			missing += msg[0] >= MAXR || !s.has[msg[0]];
 		}
 		close(fds[0]);
 		CHECK(acked > 0);
@@ -308,7 +313,7 @@ static struct tdax_device *ten_records(uint64_t *size_each)
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	if (!dev)
 		return NULL;
-	uint32_t g, f = new_file(dev, "d", &g);
+	uint32_t g, f = tdax_test_new_file(dev, "d", &g);
 	uint64_t seq;
 	for (int i = 0; i < 10; i++)
 		put(dev, f, g, (uint64_t)i * 200, 200, &seq);

@@ -407,3 +407,27 @@ for i in range(3):
     tdax_run(dev, code, diskdir / "gone")
     i = info(dev)
     assert i["files_registered"] == 0 and i["live_records"] == 0
+
+
+def test_a_full_file_table_frees_the_entries_of_files_removed_without_tdax(dev, diskdir):
+    """1024 files registered, then removed by a program without tdax: their
+    entries stay until the table is full; then the next registration frees
+    the entries of files that are gone, and only those."""
+    code = r"""
+import os, sys
+for i in range(int(sys.argv[2])):
+    fd = os.open(os.path.join(sys.argv[1], "f%d" % i), os.O_WRONLY | os.O_CREAT, 0o644)
+    for _ in range(2):  # the first sync after a create is a real one
+        os.write(fd, b"x"); os.fdatasync(fd)
+    os.close(fd)
+"""
+    tdax_run(dev, code, diskdir, "1030")
+    assert info(dev)["files_registered"] == 1024  # the table is full; the rest went to the kernel
+    for i in range(1, 1030):
+        os.unlink(diskdir / f"f{i}")  # this test runs without tdax
+    (diskdir / "new").mkdir()
+    before = info(dev)["counters"]["light_syncs"]
+    tdax_run(dev, code, diskdir / "new", "1")
+    i = info(dev)
+    assert i["files_registered"] == 2  # f0, still there, and new/f0
+    assert i["counters"]["light_syncs"] == before + 1  # the new file got an entry: a lightweight sync
