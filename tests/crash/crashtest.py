@@ -112,7 +112,15 @@ class Disk:
         else:
             raise RuntimeError(f"cannot unmount {self.mnt}: {r.stderr.strip()}")
         sh("losetup", "-d", self.loop, check=False)
-        sh("fusermount3", "-u", self.fuse, check=False)
+        # The loop device lets go of the FUSE file a moment after losetup
+        # returns (later on a busy machine): until then the unmount is refused.
+        for _ in range(100):
+            r = sh("fusermount3", "-u", self.fuse, check=False)
+            if r.returncode == 0 or self.daemon.poll() is not None:
+                break
+            time.sleep(0.1)
+        else:
+            sh("fusermount3", "-u", "-z", self.fuse, check=False)
         self.daemon.wait(timeout=30)
 
     def reboot(self):
