@@ -113,11 +113,11 @@ test-fuzz: $(B)/fuzz/fuzz_recover
 fuzz: deps $(B)/fuzz/fuzz_recover
 	cd $(B)/fuzz && ./fuzz_recover -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096
 
-# Power cuts on a volatile disk, a short version: one round per application
+# Power cuts on a volatile disk, a short version: two rounds per application
 # and fault model, and the positive control (make crashtest ROUNDS=200 for more);
 # then crash images of the device from a persist-order trace (pmreorder.py).
 test-crash: all
-	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 1 --control
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 2 --control
 	$(B)/venv/bin/python tests/crash/pmreorder.py --control --subsets 1
 
 ROUNDS ?= 20
