@@ -237,7 +237,8 @@ def scenario(name, cuts, seed, vmlinux, initrd):
     rows, plan = [], ["cut"] * cuts + ["control", "final"]
     for i, step in enumerate(plan):
         args = {"mem": mem, "backend": backend, "first": int(i == 0), "check": int(i > 0),
-                "run": int(step != "final"), "lie": int(step == "control")}
+                "run": int(step != "final"), "lie": int(step == "control"),
+                "policy": "thesis" if i % 2 and step == "cut" else "always"}  # tracked ranges, or every one
         cut_after = rng.uniform(0.2, 2.0) if step != "final" else None
         t0 = time.time()
         lines, how = boot(d, mem, vmlinux, initrd, args, cut_after)
