@@ -181,8 +181,9 @@ def boot(d, mem, vmlinux, initrd, args, cut_after):
     for f in ("console.log", "oracle.log"):
         (d / f).unlink(missing_ok=True)
     cmdline = "console=ttyS0 quiet panic=-1 " + " ".join(f"tdax.{k}={v}" for k, v in args.items())
-    q = subprocess.Popen(qemu_argv(mem, d, vmlinux, initrd, cmdline), stdout=subprocess.DEVNULL,
-                         stderr=open(d / "qemu.err", "w"), start_new_session=True)
+    with open(d / "qemu.err", "w") as err:
+        q = subprocess.Popen(qemu_argv(mem, d, vmlinux, initrd, cmdline), stdout=subprocess.DEVNULL,
+                             stderr=err, start_new_session=True)
     deadline, cut_at = time.time() + BOOT_TIMEOUT, None
     try:
         while q.poll() is None:
