@@ -17,7 +17,8 @@ Fault models:
   cut-full      power cut with a device so small that the log fills: syncs fall
                 back to the kernel while records are still being replayed
 Positive control: `--control` runs cut-all with a lying tdax (TDAX_TEST_LIE=1:
-syncs answered without logging); it must lose acknowledged data every round.
+syncs answered without logging, policy always, no background checkpoints); it
+must lose acknowledged data every round.
 
 usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
@@ -347,8 +348,8 @@ def round_(app, fault, seed, control, base):
         d = disk.mnt / "app"
         d.mkdir()
         env = dict(os.environ, TDAX_QUIET="1")
-        if control:
-            env["TDAX_TEST_LIE"] = "1"
+        if control:  # every sync lies, and no background checkpoint syncs for real
+            env.update(TDAX_TEST_LIE="1", TDAX_POLICY="always", TDAX_WB_AGE_MS="3600000", TDAX_WB_BYTES="1T")
         procs = start(app, d, oracle, device, env)
         deadline = time.time() + 20
         while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
