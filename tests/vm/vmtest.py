@@ -298,10 +298,13 @@ def main():
     tree, vmlinux, release = kernel()
     initrd = initramfs(tree, release)
     names = a.scenarios.split(",")
+    if set(names) - set(SCENARIOS):
+        sys.exit(f"vmtest: unknown scenario {sorted(set(names) - set(SCENARIOS))}; known: {','.join(SCENARIOS)}")
     print(f"vmtest: kernel {release}, seed {a.seed}, {a.cuts} cuts + 1 control per scenario, "
           f"{a.jobs} guests at once", flush=True)
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        futs = {n: ex.submit(scenario, n, a.cuts, a.seed * 100 + i, vmlinux, initrd) for i, n in enumerate(names)}
+        futs = {n: ex.submit(scenario, n, a.cuts, a.seed * 100 + SCENARIOS.index(n), vmlinux, initrd)
+                for n in names}
         rows = {n: f.result() for n, f in futs.items()}
     print(f"{'scenario':<16}{'cuts':>5}{'acked':>9}{'lost':>6}  {'control':<10}{'result':<6}")
     failed = passed = 0
