@@ -288,6 +288,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="guests at once")
     ap.add_argument("--json", help="write every row here")
     a = ap.parse_args()
+    names = a.scenarios.split(",")
+    if set(names) - set(SCENARIOS):
+        sys.exit(f"vmtest: unknown scenario {sorted(set(names) - set(SCENARIOS))}; known: {','.join(SCENARIOS)}")
     if not shutil.which(QEMU):
         print("vmtest: SKIPPED: qemu-system-x86_64 is not installed "
               "(scripts/deps.sh qemu-system-x86 ndctl busybox-static cpio installs it)")
@@ -297,9 +300,6 @@ def main():
     t0 = time.time()
     tree, vmlinux, release = kernel()
     initrd = initramfs(tree, release)
-    names = a.scenarios.split(",")
-    if set(names) - set(SCENARIOS):
-        sys.exit(f"vmtest: unknown scenario {sorted(set(names) - set(SCENARIOS))}; known: {','.join(SCENARIOS)}")
     print(f"vmtest: kernel {release}, seed {a.seed}, {a.cuts} cuts + 1 control per scenario, "
           f"{a.jobs} guests at once", flush=True)
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
