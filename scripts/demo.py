@@ -38,7 +38,11 @@ def throughput(device, seconds, repeat):
 
 
 def crash(device):
-    d = tempfile.mkdtemp(prefix="tdax-demo-", dir="/var/tmp")
+    with tempfile.TemporaryDirectory(prefix="tdax-demo-", dir="/var/tmp") as d:
+        return crash_in(device, d)
+
+
+def crash_in(device, d):
     db, oracle = os.path.join(d, "crash.db"), os.path.join(d, "acknowledged")
     p = subprocess.Popen(under_tdax([PY, WORKLOAD, db, "--seconds", "30", "--oracle", oracle],
                                     device), stdout=subprocess.DEVNULL)
