@@ -27,7 +27,10 @@ static uint32_t hash(uint64_t key, uint32_t n)
  * tracking means nothing any more, and the slot may be taken. */
 static bool stale(const struct tdax_device *dev, uint64_t k, uint32_t fgen)
 {
-	const struct tdax_file *f = tdax_file_at(dev, (uint32_t)(k >> 32) - 1);
+	uint32_t idx = (uint32_t)(k >> 32) - 1;
+	if (idx >= dev->sb->max_files)
+		return true; /* a key no file can have: a damaged entry, free to take */
+	const struct tdax_file *f = tdax_file_at(dev, idx);
 	return atomic_load(&f->state) != TDAX_FILE_ACTIVE || f->gen != fgen;
 }
 
