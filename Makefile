@@ -114,17 +114,19 @@ fuzz: deps $(B)/fuzz/fuzz_recover
 	cd $(B)/fuzz && ./fuzz_recover -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096
 
 # Power cuts on a volatile disk, a short version: two rounds per application
-# and fault model, and the positive control (make crashtest ROUNDS=200 for more);
-# then crash images of the device from a persist-order trace (pmreorder.py).
+# and fault model, two at once, and the positive control (make crashtest
+# ROUNDS=200 for more); then crash images of the device from a persist-order
+# trace (pmreorder.py).
 test-crash: all
-	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 2 --control
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 2 --jobs 2 --control
 	$(B)/venv/bin/python tests/crash/pmreorder.py --control --subsets 1
 
 ROUNDS ?= 20
+JOBS ?= 1
 PM_COUNT ?= 1000
 crashtest: deps
 	@$(MAKE) --no-print-directory all
-	$(B)/venv/bin/python tests/crash/crashtest.py --rounds $(ROUNDS) --control
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds $(ROUNDS) --jobs $(JOBS) --control
 	$(B)/venv/bin/python tests/crash/pmreorder.py --control --count $(PM_COUNT) --subsets 4
 
 # tdax on real kernel DAX (NVDIMM and CXL Type-3, fsdax and devdax) in QEMU

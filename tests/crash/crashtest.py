@@ -22,10 +22,14 @@ must lose acknowledged data every round.
 
 usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
-                    [--json FILE] [--round-seed S]
+                    [--jobs N] [--json FILE] [--round-seed S]
+       crashtest.py --report FILE...   (one report over earlier runs' --json files)
 exit status: 0 if nothing was lost (and the control lost data every round)
 """
 import argparse
+import concurrent.futures
+import contextlib
+import glob
 import json
 import os
 import random
@@ -185,6 +189,27 @@ def pg_ready(port):
     raise RuntimeError("postgres did not come up")
 
 
+def pg_segments():
+    return set(glob.glob("/dev/shm/PostgreSQL.*"))
+
+
+def remove_dead_pg_segments(before):
+    """PostgreSQL's dynamic shared memory segments outlive a SIGKILLed server,
+    and its restart removes them only if it finds the old postmaster.pid,
+    which a power cut may take: without this a long run fills /dev/shm. The
+    ones that appeared during this round and that no process maps go (a
+    concurrent round's live server maps its own)."""
+    mapped = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                mapped.update(w for w in f.read().split() if w.startswith("/dev/shm/PostgreSQL."))
+        except OSError:
+            continue
+    for seg in pg_segments() - before - mapped:
+        Path(seg).unlink(missing_ok=True)
+
+
 def as_postgres(argv):
     return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"] + [str(a) for a in argv]
 
@@ -342,6 +367,7 @@ def round_(app, fault, seed, control, base):
     sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
        *(["--owner", "postgres"] if app == "postgres" else []))
     oracle = base / "oracle"
+    segments = pg_segments()
     disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
     procs = []
     try:
@@ -381,46 +407,22 @@ def round_(app, fault, seed, control, base):
         disk.detach()
         os.unlink(device)
         oracle.unlink(missing_ok=True)
+        remove_dead_pg_segments(segments)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
-    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
-    ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--control", action="store_true", help="also run the positive control")
-    ap.add_argument("--json", help="append each round's result to this file (JSON lines) as it ends")
-    ap.add_argument("--round-seed", type=int, help="run one round with this seed, as a failure prints it")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
-    plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
-    if a.control:
-        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal", "rocksdb")]
-    rounds = 1 if a.round_seed is not None else a.rounds
-    print(f"crashtest: seed {a.seed}, {rounds} rounds per line, {len(plan)} lines", flush=True)
-    rows = {line: [] for line in plan}
-    t0 = time.time()
-    # Rounds outermost: a long run that is stopped has whole rounds of every line.
-    for r in range(rounds):
-        for i, (app, fault, control) in enumerate(plan):
-            seed = a.round_seed if a.round_seed is not None else a.seed * 1000 + r * len(plan) + i
-            with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
-                res = round_(app, fault, seed, control, Path(base))
-            res["control"] = control
-            rows[(app, fault, control)].append(res)
-            if a.json:
-                with open(a.json, "a") as f:
-                    f.write(json.dumps(res) + "\n")
-            if bool(res["lost"]) != control:
-                what = ("the lying sync lost nothing" if control else f"LOST: {res['detail']}")
-                print(f"  {app} {fault} round {r + 1}: {what}  (reproduce: --apps {app} --faults {fault} "
-                      f"--round-seed {seed})", flush=True)
-        if rounds > 1:
-            lost = sum(x["lost"] for line, xs in rows.items() if not line[2] for x in xs)
-            print(f"crashtest: round {r + 1}/{rounds} of every line done in {time.time() - t0:.0f} s, "
-                  f"{lost} acknowledged records lost so far", flush=True)
+def run_line(task):
+    """One round of one line, in a directory of its own (a worker of --jobs runs it)."""
+    app, fault, control, seed = task
+    with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
+        res = round_(app, fault, seed, control, Path(base))
+    res["control"] = control
+    return res
+
+
+def report(rows):
+    """Print the table of rows, {(app, fault, control): [result, ...]}, and
+    the verdict; return the exit status: 1 if an acknowledged record was lost
+    or a control round lost nothing."""
     print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
     bad = failed_rounds = 0
     for (app, fault, control), xs in rows.items():
@@ -434,10 +436,81 @@ def main():
         if control and wrong:
             print(f"  CONTROL FAILED: the lying sync lost nothing in {wrong} rounds")
     total = sum(len(xs) for xs in rows.values())
+    has_control = any(line[2] for line in rows)
     print("crashtest: " + ("FAILED" if bad else "OK: nothing acknowledged was lost; the control was caught"
-                           if a.control else "OK: nothing acknowledged was lost"))
+                           if has_control else "OK: nothing acknowledged was lost"))
     print(f"{total - failed_rounds} passed, {failed_rounds} failed")
-    sys.exit(1 if bad else 0)
+    return 1 if bad else 0
+
+
+def read_reports(files):
+    """The rows of earlier runs' --json files, for one report over them all."""
+    rows = {}
+    for name in files:
+        with open(name) as f:
+            for n, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                try:
+                    res = json.loads(text)
+                    line = (res["app"], res["fault"], bool(res["control"]))
+                except (ValueError, KeyError, TypeError) as e:
+                    sys.exit(f"crashtest: {name}:{n}: not a round result of crashtest --json ({e})")
+                rows.setdefault(line, []).append(res)
+    if not rows:
+        sys.exit(f"crashtest: no round results in {', '.join(files)}")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
+    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
+    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--control", action="store_true", help="also run the positive control")
+    ap.add_argument("--jobs", type=int, default=1, help="rounds run at once, each on its own disk and device")
+    ap.add_argument("--json", help="append each round's result to this file (JSON lines) as it ends")
+    ap.add_argument("--round-seed", type=int, help="run one round with this seed, as a failure prints it")
+    ap.add_argument("--report", nargs="+", metavar="FILE",
+                    help="run nothing: one report over the --json files of earlier runs")
+    a = ap.parse_args()
+    if a.report:
+        sys.exit(report(read_reports(a.report)))
+    if a.jobs < 1:
+        sys.exit("crashtest: --jobs must be at least 1")
+    if os.geteuid() != 0:
+        sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
+    plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
+    if a.control:
+        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal", "rocksdb")]
+    rounds = 1 if a.round_seed is not None else a.rounds
+    print(f"crashtest: seed {a.seed}, {rounds} rounds per line, {len(plan)} lines, {a.jobs} at once", flush=True)
+    rows = {line: [] for line in plan}
+    # Rounds outermost: a long run that is stopped has whole rounds of every
+    # line. Results are taken in that order, whichever worker ends first.
+    tasks = [(app, fault, control,
+              a.round_seed if a.round_seed is not None else a.seed * 1000 + r * len(plan) + i)
+             for r in range(rounds) for i, (app, fault, control) in enumerate(plan)]
+    t0 = time.time()
+    with concurrent.futures.ProcessPoolExecutor(a.jobs) if a.jobs > 1 else contextlib.nullcontext() as pool:
+        results = pool.map(run_line, tasks) if pool else map(run_line, tasks)
+        for n, res in enumerate(results):
+            app, fault, control, seed = tasks[n]
+            r = n // len(plan)
+            rows[(app, fault, control)].append(res)
+            if a.json:
+                with open(a.json, "a") as f:
+                    f.write(json.dumps(res) + "\n")
+            if bool(res["lost"]) != control:
+                what = ("the lying sync lost nothing" if control else f"LOST: {res['detail']}")
+                print(f"  {app} {fault} round {r + 1}: {what}  (reproduce: --apps {app} --faults {fault} "
+                      f"--round-seed {seed})", flush=True)
+            if rounds > 1 and n % len(plan) == len(plan) - 1:
+                lost = sum(x["lost"] for line, xs in rows.items() if not line[2] for x in xs)
+                print(f"crashtest: round {r + 1}/{rounds} of every line done in {time.time() - t0:.0f} s, "
+                      f"{lost} acknowledged records lost so far", flush=True)
+    sys.exit(report(rows))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""The crash suite's own bookkeeping (tests/crash/crashtest.py): the report
+over the --json files of parallel runs must fail on any loss and on a control
+that lost nothing, and the clean-up of PostgreSQL's shared memory must remove
+only segments nobody maps. The power cuts themselves run in `make test-crash`."""
+import json
+import mmap
+import os
+import sys
+from pathlib import Path
+
+from conftest import ROOT, run
+
+CRASHTEST = ROOT / "tests" / "crash" / "crashtest.py"
+sys.path.insert(0, str(CRASHTEST.parent))
+import crashtest  # noqa: E402
+
+
+def result(app, fault, lost=0, control=False, acked=100):
+    return {"app": app, "fault": fault, "seed": 1, "acked": acked, "lost": lost, "detail": "",
+            "recovery_s": 0.1, "torn": 0, "replayed": 5, "control": control}
+
+
+def write_json(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def report(*files):
+    return run(sys.executable, CRASHTEST, "--report", *files)
+
+
+def test_report_sums_the_rounds_of_several_runs(tmp_path):
+    a = write_json(tmp_path / "a.jsonl", [result("raw", "cut-all"), result("raw", "cut-all", lost=7, control=True)])
+    b = write_json(tmp_path / "b.jsonl", [result("raw", "cut-all", acked=50), result("postgres", "sigkill")])
+    p = report(a, b)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [line.split() for line in p.stdout.splitlines()]
+    assert ["raw", "cut-all", "2", "150", "0"] in [r[:5] for r in rows]  # rounds, acked, lost
+    assert ["raw", "cut-all", "(control)", "1", "100", "7"] in [r[:6] for r in rows]
+    assert ["postgres", "sigkill", "1"] in [r[:3] for r in rows]
+    assert "the control was caught" in p.stdout
+    assert "4 passed, 0 failed" in p.stdout
+
+
+def test_report_fails_on_a_lost_record(tmp_path):
+    f = write_json(tmp_path / "a.jsonl", [result("redis", "cut-random"), result("redis", "cut-random", lost=1)])
+    p = report(f)
+    assert p.returncode == 1
+    assert "FAILED" in p.stdout and "1 passed, 1 failed" in p.stdout
+
+
+def test_report_fails_on_a_control_that_lost_nothing(tmp_path):
+    f = write_json(tmp_path / "a.jsonl", [result("rocksdb", "cut-all", lost=0, control=True)])
+    p = report(f)
+    assert p.returncode == 1
+    assert "CONTROL FAILED" in p.stdout
+
+
+def test_report_names_the_line_that_is_not_a_result(tmp_path):
+    f = tmp_path / "a.jsonl"
+    f.write_text(json.dumps(result("raw", "sigkill")) + "\n{\"app\": \"raw\"}\n")
+    p = report(f)
+    assert p.returncode != 0
+    assert f"{f}:2" in p.stderr
+
+
+def test_only_segments_of_this_round_that_nobody_maps_are_removed():
+    tag = f"tdax-pytest-{os.getpid()}"
+    old, dead, live = (Path(f"/dev/shm/PostgreSQL.{tag}-{n}") for n in ("old", "dead", "live"))
+    try:
+        old.write_bytes(b"\0" * 4096)
+        before = crashtest.pg_segments()
+        dead.write_bytes(b"\0" * 4096)
+        live.write_bytes(b"\0" * 4096)
+        with open(live, "r+b") as f, mmap.mmap(f.fileno(), 4096):
+            crashtest.remove_dead_pg_segments(before)
+            assert not dead.exists()
+            assert live.exists()
+            assert old.exists()
+    finally:
+        for p in (old, dead, live):
+            p.unlink(missing_ok=True)
