@@ -423,12 +423,12 @@ def report(rows):
     """Print the table of rows, {(app, fault, control): [result, ...]}, and
     the verdict; return the exit status: 1 if an acknowledged record was lost
     or a control round lost nothing."""
-    print(f"{'app':<14}{'fault':<14}{'rounds':>7}{'acked':>9}{'lost':>7}{'torn':>6}{'replayed':>10}{'recovery':>10}")
+    print(f"{'app':<14}{'fault':<18}{'rounds':>7}{'acked':>11}{'lost':>10}{'torn':>6}{'replayed':>11}{'recovery':>10}")
     bad = failed_rounds = 0
     for (app, fault, control), xs in rows.items():
         name = fault + (" (control)" if control else "")
-        print(f"{app:<14}{name:<14}{len(xs):>7}{sum(x['acked'] for x in xs):>9}{sum(x['lost'] for x in xs):>7}"
-              f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>10}"
+        print(f"{app:<14}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
+              f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>11}"
               f"{max(x['recovery_s'] for x in xs):>9.2f}s")
         wrong = sum(1 for x in xs if bool(x["lost"]) != control)
         failed_rounds += wrong
