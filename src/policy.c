@@ -105,18 +105,27 @@ void tdax_policy_sync(uint32_t idx, uint32_t gen)
 	}
 }
 
-/* Run the job a range is marked for, if this worker gets it. */
+/*
+ * Run the job a range is marked for, if this worker gets it. The worker
+ * holds the range's job lock for the whole job: a job found running without
+ * a live holder was left by a worker that died, and is run again (else the
+ * range would stay UPGRADING or DOWNGRADING, logged, for good).
+ */
 static void run_job(struct tdax_range *r)
 {
-	enum tdax_decision job = tdax_track_job_begin(&r->t);
-	if (job == TDAX_KEEP)
+	if (!tdax_track_job_pending(&r->t) || !tdax_pidlock_try(&r->job_pid))
 		return;
-	bool ok = true;
-	if (job == TDAX_DOWNGRADE)
-		ok = tdax_lsync_checkpoint_file(tdax_range_file(r)) == 0;
-	tdax_track_job_end(&r->t, job, ok);
-	if (ok)
-		tdax_count(job == TDAX_UPGRADE ? TDAX_ST_UPGRADES : TDAX_ST_DOWNGRADES, 1);
+	tdax_track_job_reclaim(&r->t);
+	enum tdax_decision job = tdax_track_job_begin(&r->t);
+	if (job != TDAX_KEEP) {
+		bool ok = true;
+		if (job == TDAX_DOWNGRADE)
+			ok = tdax_lsync_checkpoint_file(tdax_range_file(r)) == 0;
+		tdax_track_job_end(&r->t, job, ok);
+		if (ok)
+			tdax_count(job == TDAX_UPGRADE ? TDAX_ST_UPGRADES : TDAX_ST_DOWNGRADES, 1);
+	}
+	tdax_pidlock_release(&r->job_pid);
 }
 
 void tdax_policy_work(bool pressure)

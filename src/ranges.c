@@ -38,8 +38,10 @@ static bool stale(const struct tdax_device *dev, uint64_t k, uint32_t fgen)
 static void adopt(struct tdax_range *r, uint32_t fgen)
 {
 	uint32_t old = atomic_load(&r->fgen);
-	if (old != fgen && atomic_compare_exchange_strong(&r->fgen, &old, fgen))
+	if (old != fgen && atomic_compare_exchange_strong(&r->fgen, &old, fgen)) {
 		memset(&r->t, 0, sizeof(r->t));
+		atomic_store(&r->job_pid, 0);
+	}
 }
 
 struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint32_t fgen,
@@ -70,6 +72,7 @@ struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint3
 				continue;
 			/* taken over from a file that is gone: start from nothing */
 			memset(&r->t, 0, sizeof(r->t));
+			atomic_store(&r->job_pid, 0);
 			atomic_store(&r->fgen, fgen);
 		}
 		if (create)

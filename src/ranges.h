@@ -18,7 +18,7 @@
 struct tdax_range {
 	_Atomic uint64_t key;  /* (file index + 1) << 32 | range number; 0 = free */
 	_Atomic uint32_t fgen; /* generation of the file entry it belongs to */
-	uint32_t pad;
+	_Atomic uint32_t job_pid; /* pidlock of the process running its job; 0: none */
 	struct tdax_range_track t;
 };
 _Static_assert(sizeof(struct tdax_range) <= TDAX_RANGE_ENTRY_SIZE, "range entry size");

@@ -134,6 +134,20 @@ void tdax_track_job_end(struct tdax_range_track *r, enum tdax_decision job, bool
 		atomic_store(&r->state, ok ? TDAX_R_NONE : TDAX_R_TO_DOWNGRADE);
 }
 
+bool tdax_track_job_pending(const struct tdax_range_track *r)
+{
+	uint32_t s = atomic_load_explicit(&r->state, memory_order_relaxed);
+	return s == TDAX_R_TO_UPGRADE || s == TDAX_R_UPGRADING || s == TDAX_R_TO_DOWNGRADE ||
+	       s == TDAX_R_DOWNGRADING;
+}
+
+void tdax_track_job_reclaim(struct tdax_range_track *r)
+{
+	uint32_t s = TDAX_R_UPGRADING;
+	if (!atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_UPGRADE) && s == TDAX_R_DOWNGRADING)
+		atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_DOWNGRADE);
+}
+
 const char *tdax_tunables_check(const struct tdax_tunables *t)
 {
 	if (t->upgrade_pct > 100)

@@ -116,6 +116,17 @@ bool tdax_track_force_downgrade(struct tdax_range_track *r);
 enum tdax_decision tdax_track_job_begin(struct tdax_range_track *r);
 void tdax_track_job_end(struct tdax_range_track *r, enum tdax_decision job, bool ok);
 
+/* Is a job marked or running? (Cheap: read before taking a job's lock.) */
+bool tdax_track_job_pending(const struct tdax_range_track *r);
+
+/*
+ * A job left running by a worker that died (SIGKILL, or an exit while its
+ * write-back thread was in the job) goes back to be run again: UPGRADING ->
+ * TO_UPGRADE, DOWNGRADING -> TO_DOWNGRADE. Only for the holder of the
+ * range's job lock, which a live worker keeps for the whole job.
+ */
+void tdax_track_job_reclaim(struct tdax_range_track *r);
+
 /* Validate tunables: NULL if fine, else what is wrong. */
 const char *tdax_tunables_check(const struct tdax_tunables *t);
 

@@ -120,16 +120,20 @@ bool tdax_pid_alive(uint32_t pid)
 	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
+bool tdax_pidlock_try(_Atomic uint32_t *word)
+{
+	uint32_t me = tdax_pid(), cur = 0;
+	if (atomic_compare_exchange_strong(word, &cur, me))
+		return true;
+	/* The holder died while holding it: take it over. */
+	return cur != me && !tdax_pid_alive(cur) && atomic_compare_exchange_strong(word, &cur, me);
+}
+
 void tdax_pidlock_acquire(_Atomic uint32_t *word)
 {
-	uint32_t me = tdax_pid();
 	for (unsigned spins = 0;; spins++) {
-		uint32_t cur = 0;
-		if (atomic_compare_exchange_weak(word, &cur, me))
+		if (tdax_pidlock_try(word))
 			return;
-		if (cur != 0 && cur != me && !tdax_pid_alive(cur) &&
-		    atomic_compare_exchange_strong(word, &cur, me))
-			return; /* holder died while holding it */
 		if (spins < 64)
 			__builtin_ia32_pause();
 		else

@@ -41,10 +41,13 @@ int tdax_parse_size(const char *s, uint64_t *out);
 /*
  * A lock word shared between processes that survives the death of its
  * holder: it holds the holder's pid, and a waiter that finds the holder
- * dead takes the lock over. For rare operations (file registration), never
- * for the write or sync path.
+ * dead takes the lock over. For rare operations (file registration, policy
+ * jobs), never for the write or sync path.
  */
 void tdax_pidlock_acquire(_Atomic uint32_t *word);
+/* Take the lock if it is free or its holder is dead; false if a live
+ * process (this one included) holds it. */
+bool tdax_pidlock_try(_Atomic uint32_t *word);
 void tdax_pidlock_release(_Atomic uint32_t *word);
 
 /* getpid(), cached (and forgotten in the child of a fork). */

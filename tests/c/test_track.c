@@ -214,6 +214,33 @@ TEST(failed_job_rolls_back_and_is_retried_never_run_twice)
 	CHECK(atomic_load(&r.state) == TDAX_R_NONE && !tdax_range_logged(TDAX_R_NONE));
 }
 
+TEST(job_left_running_by_a_dead_worker_is_marked_again)
+{
+	struct tdax_range_track r;
+	memset(&r, 0, sizeof(r));
+	static const struct { uint32_t from, to; bool pending; } cases[] = {
+		{ TDAX_R_UPGRADING, TDAX_R_TO_UPGRADE, true },
+		{ TDAX_R_DOWNGRADING, TDAX_R_TO_DOWNGRADE, true },
+		{ TDAX_R_TO_UPGRADE, TDAX_R_TO_UPGRADE, true },
+		{ TDAX_R_TO_DOWNGRADE, TDAX_R_TO_DOWNGRADE, true },
+		{ TDAX_R_UPGRADED, TDAX_R_UPGRADED, false },
+		{ TDAX_R_NONE, TDAX_R_NONE, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		atomic_store(&r.state, cases[i].from);
+		CHECK(tdax_track_job_pending(&r) == cases[i].pending);
+		tdax_track_job_reclaim(&r);
+		CHECK(atomic_load(&r.state) == cases[i].to);
+	}
+	/* The job marked again is run once, as any marked job. */
+	atomic_store(&r.state, TDAX_R_DOWNGRADING);
+	tdax_track_job_reclaim(&r);
+	CHECK(tdax_track_job_begin(&r) == TDAX_DOWNGRADE);
+	CHECK(tdax_track_job_begin(&r) == TDAX_KEEP);
+	tdax_track_job_end(&r, TDAX_DOWNGRADE, true);
+	CHECK(atomic_load(&r.state) == TDAX_R_NONE);
+}
+
 TEST(tunables_are_validated)
 {
 	struct tdax_tunables t = T;
