@@ -181,9 +181,9 @@ def free_port():
 PGBIN = "/usr/lib/postgresql/15/bin"
 
 
-def pg_ready(port):
+def pg_ready(sockdir, port):
     for _ in range(300):
-        if sh(f"{PGBIN}/pg_isready", "-h", "127.0.0.1", "-p", port, check=False).returncode == 0:
+        if sh(f"{PGBIN}/pg_isready", "-h", sockdir, "-p", port, check=False).returncode == 0:
             return
         time.sleep(0.1)
     raise RuntimeError("postgres did not come up")
@@ -221,10 +221,10 @@ def start(app, d, oracle, device, env):
         sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust", "--data-checksums"]))
         port = free_port()
         srv = subprocess.Popen(as_postgres(pre + [f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
-                                                  "-c", "listen_addresses=127.0.0.1"]),
+                                                  "-c", "listen_addresses="]),
                                env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-        pg_ready(port)
+        pg_ready(d, port)
         cli = subprocess.Popen([PY, WORKLOADS, app, str(d), str(oracle), str(port)], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return [srv, cli]
@@ -323,22 +323,23 @@ def check_postgres(d, oracle):
     acked = [int(x) for x in oracle.read_text().split()]
     port = free_port()
     srv = subprocess.Popen(as_postgres([f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
-                                        "-c", "listen_addresses=127.0.0.1"]),
+                                        "-c", "listen_addresses="]),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        pg_ready(port)
-        conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
-        have = set(int(x) for x in sh("psql", *conn, "-tAc", "SELECT id FROM t", "postgres").stdout.split())
+        pg_ready(d, port)
+        conn = ["-h", d, "-p", str(port), "-U", "postgres"]
+        rows = sh("psql", *conn, "-tAc", "SELECT id FROM t", "postgres", check=False)
+        have = set(int(x) for x in rows.stdout.split()) if rows.returncode == 0 else set()
         am = sh(f"{PGBIN}/pg_amcheck", *conn, "--install-missing", "postgres", check=False)
     finally:
         srv.send_signal(signal.SIGINT)
         srv.wait(timeout=60)
     sums = sh(*as_postgres([f"{PGBIN}/pg_checksums", "--check", "-D", d / "data"]), check=False)
     lost = [a for a in acked if a not in have]
-    bad = (am.returncode != 0) + (sums.returncode != 0)
-    return len(acked), len(lost) + bad, (f"pg_amcheck: {am.stdout[-200:]}{am.stderr[-200:]}; pg_checksums: "
-                                         f"{sums.stdout[-200:]}{sums.stderr[-200:]}; first lost: {lost[:3]}"
-                                         if lost or bad else "")
+    bad = (am.returncode != 0) + (sums.returncode != 0) + (rows.returncode != 0)
+    return len(acked), len(lost) + bad, (f"psql: {rows.stderr.strip()[-200:]}; pg_amcheck: {am.stdout[-200:]}"
+                                         f"{am.stderr[-200:]}; pg_checksums: {sums.stdout[-200:]}"
+                                         f"{sums.stderr[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
 def check_rocksdb(d, oracle):

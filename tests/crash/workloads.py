@@ -110,11 +110,11 @@ def redis(port, oracle):
         os.write(o, b"%d\n" % i)
 
 
-def postgres(port, oracle):
+def postgres(sockdir, port, oracle):
     """Autocommitted INSERTs through one psql session; a row is acknowledged
     when psql prints the SELECT that follows its INSERT (after the commit)."""
     import subprocess
-    psql = subprocess.Popen(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-X", "-q",
+    psql = subprocess.Popen(["psql", "-h", sockdir, "-p", str(port), "-U", "postgres", "-X", "-q",
                              "-t", "-A", "-v", "ON_ERROR_STOP=1", "postgres"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     psql.stdin.write("CREATE TABLE IF NOT EXISTS t(id int PRIMARY KEY, v text);\n")
@@ -136,6 +136,6 @@ if __name__ == "__main__":
     elif what.startswith("sqlite"):
         sqlite(d, oracle, what.split("-")[1])
     elif what == "postgres":
-        postgres(int(sys.argv[4]), oracle)
+        postgres(d, int(sys.argv[4]), oracle)
     else:
         redis(int(sys.argv[4]), oracle)
