@@ -29,7 +29,6 @@ exit status: 0 if nothing was lost (and the control lost data every round)
 import argparse
 import concurrent.futures
 import contextlib
-import glob
 import json
 import os
 import random
@@ -187,27 +186,6 @@ def pg_ready(sockdir, port):
             return
         time.sleep(0.1)
     raise RuntimeError("postgres did not come up")
-
-
-def pg_segments():
-    return set(glob.glob("/dev/shm/PostgreSQL.*"))
-
-
-def remove_dead_pg_segments(before):
-    """PostgreSQL's dynamic shared memory segments outlive a SIGKILLed server,
-    and its restart removes them only if it finds the old postmaster.pid,
-    which a power cut may take: without this a long run fills /dev/shm. The
-    ones that appeared during this round and that no process maps go (a
-    concurrent round's live server maps its own)."""
-    mapped = set()
-    for maps in glob.glob("/proc/[0-9]*/maps"):
-        try:
-            with open(maps) as f:
-                mapped.update(w for w in f.read().split() if w.startswith("/dev/shm/PostgreSQL."))
-        except OSError:
-            continue
-    for seg in pg_segments() - before - mapped:
-        Path(seg).unlink(missing_ok=True)
 
 
 def as_postgres(argv):
@@ -368,7 +346,6 @@ def round_(app, fault, seed, control, base):
     sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
        *(["--owner", "postgres"] if app == "postgres" else []))
     oracle = base / "oracle"
-    segments = pg_segments()
     disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
     procs = []
     try:
@@ -408,7 +385,6 @@ def round_(app, fault, seed, control, base):
         disk.detach()
         os.unlink(device)
         oracle.unlink(missing_ok=True)
-        remove_dead_pg_segments(segments)
 
 
 def run_line(task):

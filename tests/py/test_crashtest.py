@@ -1,10 +1,7 @@
 """The crash suite's own bookkeeping (tests/crash/crashtest.py): the report
 over the --json files of parallel runs must fail on any loss and on a control
-that lost nothing, and the clean-up of PostgreSQL's shared memory must remove
-only segments nobody maps. The power cuts themselves run in `make test-crash`."""
+that lost nothing. The power cuts themselves run in `make test-crash`."""
 import json
-import mmap
-import os
 import sys
 from pathlib import Path
 
@@ -62,21 +59,3 @@ def test_report_names_the_line_that_is_not_a_result(tmp_path):
     p = report(f)
     assert p.returncode != 0
     assert f"{f}:2" in p.stderr
-
-
-def test_only_segments_of_this_round_that_nobody_maps_are_removed():
-    tag = f"tdax-pytest-{os.getpid()}"
-    old, dead, live = (Path(f"/dev/shm/PostgreSQL.{tag}-{n}") for n in ("old", "dead", "live"))
-    try:
-        old.write_bytes(b"\0" * 4096)
-        before = crashtest.pg_segments()
-        dead.write_bytes(b"\0" * 4096)
-        live.write_bytes(b"\0" * 4096)
-        with open(live, "r+b") as f, mmap.mmap(f.fileno(), 4096):
-            crashtest.remove_dead_pg_segments(before)
-            assert not dead.exists()
-            assert live.exists()
-            assert old.exists()
-    finally:
-        for p in (old, dead, live):
-            p.unlink(missing_ok=True)
