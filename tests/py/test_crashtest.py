@@ -3,13 +3,10 @@ over the --json files of parallel runs must fail on any loss and on a control
 that lost nothing. The power cuts themselves run in `make test-crash`."""
 import json
 import sys
-from pathlib import Path
 
 from conftest import ROOT, run
 
 CRASHTEST = ROOT / "tests" / "crash" / "crashtest.py"
-sys.path.insert(0, str(CRASHTEST.parent))
-import crashtest  # noqa: E402
 
 
 def result(app, fault, lost=0, control=False, acked=100):
