@@ -173,6 +173,11 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	if (tdax_pmtrace_attach(dev) != 0)
 		return tdax_errf(err, "%s: cannot write the persist-order trace %s: %s", dev->path,
 				 getenv(TDAX_PMTRACE_ENV), strerror(errno));
+	/* The mapping is all tdax needs from here on: no descriptor of its own
+	 * stays in the application (whose stdout's number it may have been). */
+	pmem2_source_delete(&dev->src);
+	close(dev->fd);
+	dev->fd = -1;
 	madvise(dev->base, dev->size, MADV_HUGEPAGE);
 	if (!(flags & TDAX_OPEN_NO_PREFAULT))
 		tdax_device_prefault(dev, dev->base, dev->size);

@@ -84,7 +84,7 @@ struct tdax_state {
 
 struct tdax_device {
 	char path[PATH_MAX];
-	int fd;
+	int fd;                   /* while opening only: closed once mapped */
 	enum tdax_backend backend;
 	struct pmem2_source *src;
 	struct pmem2_map *map;

@@ -232,3 +232,37 @@ void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint
 		;
 	tdax_persist(dev, (const void *)&f->released_seq, sizeof(uint64_t));
 }
+
+/* "dir/..." below dir: the rest after the slash, or NULL. */
+static const char *below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && path[n] == '/' ? path + n : NULL;
+}
+
+int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange)
+{
+	int moved = 0;
+	tdax_pidlock_acquire(dev->reglock);
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
+			continue;
+		const char *rest = below(f->path, from), *dst = to;
+		if (!rest && exchange) {
+			rest = below(f->path, to);
+			dst = from;
+		}
+		char path[TDAX_FILE_PATH_MAX + 1];
+		if (!rest || snprintf(path, sizeof(path), "%s%s", dst, rest) >= TDAX_FILE_PATH_MAX)
+			continue; /* not below, or too long now: recovery will find it unmatched */
+		atomic_store(&f->state, TDAX_FILE_CLAIMING);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+		set_path(dev, f, path);
+		atomic_store(&f->state, TDAX_FILE_ACTIVE);
+		tdax_persist(dev, f, TDAX_CACHELINE);
+		moved++;
+	}
+	tdax_pidlock_release(dev->reglock);
+	return moved;
+}

@@ -96,6 +96,12 @@ int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32
  * been released before, so none refers to the old one). */
 int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path);
 
+/* The directory `from` was renamed to `to` (absolute paths): every entry
+ * below it takes its new path; with exchange, entries below `to` move to
+ * `from` as well (RENAME_EXCHANGE). Returns how many entries moved. Their
+ * records should have been released before (see tdax_files_rename). */
+int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange);
+
 /* The file is gone (last link removed, records released): free the entry. */
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 

@@ -46,12 +46,14 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 		tdax_resolve_real();
 	bool manage = tdax_on() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
-	if (!manage)
-		return tdax_real.openat(dirfd, path, flags, mode);
-	if (flags & O_TRUNC) {
-		uint32_t gen;
-		tdax_lsync_checkpoint_path(dirfd, path, &gen); /* no record may outlive a truncate */
+	if (!manage) {
+		int fd = tdax_real.openat(dirfd, path, flags, mode);
+		tdax_fd_forget(fd); /* the number may have been a managed file's */
+		return fd;
 	}
+	uint32_t plus1, gen;
+	if ((flags & O_TRUNC) && tdax_lsync_checkpoint_path(dirfd, path, &plus1, &gen) != 0)
+		return -1; /* no record may outlive a truncate: its error instead */
 	int fd = tdax_real.openat(dirfd, path, flags & ~O_SYNC, mode);
 	if (fd >= 0) {
 		int e = errno;
@@ -129,14 +131,6 @@ EXPORT int creat64(const char *path, mode_t mode)
 	return do_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
-EXPORT int close(int fd)
-{
-	if (!tdax_real.close)
-		tdax_resolve_real();
-	tdax_fd_forget(fd);
-	return tdax_real.close(fd);
-}
-
 /* ---- write ----------------------------------------------------------- */
 
 static void unlogged(const struct tdax_fd *e)
@@ -145,6 +139,33 @@ static void unlogged(const struct tdax_fd *e)
 		tdax_trace_event(TDAX_TR_WRITE, e->file_plus1 - 1, 0, 0, 1);
 	atomic_fetch_add(&tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.uncovered, 1);
 	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+}
+
+/*
+ * pwritev2 flags whose effect on the file tdax knows: where the bytes land
+ * (RWF_APPEND, RWF_NOAPPEND), when the call returns (RWF_DSYNC, RWF_SYNC:
+ * tdax's to honour), and ones that change neither the bytes nor where they
+ * go (RWF_HIPRI, RWF_NOWAIT, RWF_ATOMIC, RWF_DONTCACHE: the page cache
+ * still holds the write until write-back, as the log does). A write with
+ * any other flag goes to the kernel as asked and makes the file uncovered:
+ * a flag tdax does not know may mean anything.
+ */
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x20
+#endif
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x40
+#endif
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x80
+#endif
+#define RWF_UNDERSTOOD (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND | RWF_NOAPPEND | \
+			RWF_ATOMIC | RWF_DONTCACHE)
+
+static void passed_through(const struct tdax_fd *e)
+{
+	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+	tdax_lsync_uncover(e->file_plus1 - 1, TDAX_FB_PASSTHROUGH);
 }
 
 /* O_SYNC/O_DSYNC (or RWF_SYNC/RWF_DSYNC): the write is complete only once
@@ -160,18 +181,21 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 /* A write at the file position (write, writev, O_APPEND): the kernel picks
  * the offset, so tdax writers of one file take turns, and the offset is
  * read back from the position the write left. */
-static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n)
+static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
 {
 	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
 	tdax_lsync_write_begin(e);
 	tdax_pidlock_acquire(lock);
-	ssize_t r = n == 1 ? tdax_real.write(fd, iov[0].iov_base, iov[0].iov_len)
-			   : tdax_real.writev(fd, iov, n);
+	ssize_t r = rwf ? tdax_real.pwritev2(fd, iov, n, -1, rwf)
+		    : n == 1 ? tdax_real.write(fd, iov[0].iov_base, iov[0].iov_len)
+			     : tdax_real.writev(fd, iov, n);
 	int err = errno;
 	off_t end = r > 0 ? lseek(fd, 0, SEEK_CUR) : -1;
 	tdax_pidlock_release(lock);
 	if (r > 0) {
-		if (end >= r)
+		if (rwf & ~RWF_UNDERSTOOD)
+			passed_through(e);
+		else if (end >= r)
 			tdax_lsync_after_write(e, (uint64_t)(end - r), iov, n, (size_t)r);
 		else
 			unlogged(e);
@@ -197,7 +221,10 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	if (r > 0) {
 		/* With O_APPEND (or RWF_APPEND) Linux ignores the offset: the
 		 * bytes land at the end, where tdax cannot be sure of. */
-		if ((e->flags & TDAX_FD_APPEND) || (rwf & RWF_APPEND))
+		bool at_end = ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND)) || (rwf & RWF_APPEND);
+		if (rwf & ~RWF_UNDERSTOOD)
+			passed_through(e);
+		else if (at_end)
 			unlogged(e);
 		else
 			tdax_lsync_after_write(e, (uint64_t)off, iov, n, (size_t)r);
@@ -214,7 +241,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	if (!e)
 		return tdax_real.write(fd, buf, n);
 	struct iovec iov = { (void *)buf, n };
-	return positional(fd, e, &iov, 1);
+	return positional(fd, e, &iov, 1, 0);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -222,7 +249,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return tdax_real.writev(fd, iov, n);
-	return positional(fd, e, iov, n);
+	return positional(fd, e, iov, n, 0);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
@@ -255,10 +282,10 @@ EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
 	const struct tdax_fd *e = managed(fd);
-	if (!e || n <= 0 || (flags & ~(RWF_DSYNC | RWF_SYNC | RWF_APPEND | RWF_HIPRI)))
+	if (!e || n <= 0)
 		return tdax_real.pwritev2(fd, iov, n, off, flags);
 	if (off == -1) {
-		ssize_t r = positional(fd, e, iov, n);
+		ssize_t r = positional(fd, e, iov, n, flags & ~(RWF_DSYNC | RWF_SYNC));
 		return finish_write(fd, e, r, flags & RWF_DSYNC, flags & RWF_SYNC);
 	}
 	return at_offset(fd, e, iov, n, off, flags);
@@ -300,7 +327,8 @@ EXPORT int ftruncate(int fd, off_t len)
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
 		return tdax_real.ftruncate(fd, len);
-	tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true);
+	if (tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+		return -1; /* records that cannot be written back must not outlive the truncate */
 	int r = tdax_real.ftruncate(fd, len);
 	int err = errno;
 	changed(fd, e, TDAX_FB_METADATA);
@@ -319,7 +347,9 @@ EXPORT int truncate(const char *path, off_t len)
 		tdax_resolve_real();
 	if (!tdax_on())
 		return tdax_real.truncate(path, len);
-	uint32_t gen, plus1 = tdax_lsync_checkpoint_path(AT_FDCWD, path, &gen);
+	uint32_t gen, plus1;
+	if (tdax_lsync_checkpoint_path(AT_FDCWD, path, &plus1, &gen) != 0)
+		return -1;
 	int r = tdax_real.truncate(path, len);
 	int err = errno;
 	if (plus1 && r == 0) {
@@ -340,9 +370,12 @@ EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
 		return tdax_real.fallocate(fd, mode, off, len);
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_ZERO_RANGE |
-		    FALLOC_FL_INSERT_RANGE))
-		tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true); /* records must not resurrect */
+	/* Every mode but plain allocation changes bytes or moves them (punch,
+	 * zero, collapse, insert, unshare, write-zeroes, and any mode to come):
+	 * records written before must not be replayed over the result. */
+	if ((mode & ~FALLOC_FL_KEEP_SIZE) &&
+	    tdax_lsync_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+		return -1;
 	int r = tdax_real.fallocate(fd, mode, off, len);
 	int err = errno;
 	changed(fd, e, TDAX_FB_METADATA);
@@ -367,89 +400,6 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
 {
 	return posix_fallocate(fd, off, len);
-}
-
-/* ---- descriptors ---------------------------------------------------- */
-
-EXPORT int dup(int fd)
-{
-	if (!tdax_real.dup)
-		tdax_resolve_real();
-	int r = tdax_real.dup(fd);
-	if (r >= 0)
-		tdax_fd_copy(fd, r);
-	return r;
-}
-
-EXPORT int dup2(int fd, int to)
-{
-	if (!tdax_real.dup2)
-		tdax_resolve_real();
-	int r = tdax_real.dup2(fd, to);
-	if (r >= 0 && r != fd)
-		tdax_fd_copy(fd, r);
-	return r;
-}
-
-EXPORT int dup3(int fd, int to, int flags)
-{
-	if (!tdax_real.dup3)
-		tdax_resolve_real();
-	int r = tdax_real.dup3(fd, to, flags);
-	if (r >= 0)
-		tdax_fd_copy(fd, r);
-	return r;
-}
-
-static int do_fcntl(int fd, int cmd, void *arg)
-{
-	if (!tdax_real.fcntl)
-		tdax_resolve_real();
-	int r = tdax_real.fcntl(fd, cmd, arg);
-	if (r < 0 || fd < 0 || fd >= TDAX_MAX_FDS || !tdax_rt.fds)
-		return r;
-	int err = errno;
-	const struct tdax_fd *e = tdax_fd_get(fd);
-	switch (cmd) {
-	case F_DUPFD:
-	case F_DUPFD_CLOEXEC:
-		tdax_fd_copy(fd, r);
-		break;
-	case F_GETFL: /* tdax honours O_SYNC/O_DSYNC itself, but they stay set */
-		if (e && (e->flags & TDAX_FD_SYNC))
-			r |= O_SYNC;
-		else if (e && (e->flags & TDAX_FD_DSYNC))
-			r |= O_DSYNC;
-		break;
-	case F_SETFL:
-		if (e) {
-			int fl = tdax_real.fcntl(fd, F_GETFL);
-			struct tdax_fd *m = &tdax_rt.fds[fd];
-			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
-				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
-		}
-		break;
-	}
-	errno = err;
-	return r;
-}
-
-EXPORT int fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	va_start(ap, cmd);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
-	return do_fcntl(fd, cmd, arg);
-}
-
-EXPORT int fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	va_start(ap, cmd);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
-	return do_fcntl(fd, cmd, arg);
 }
 
 /* ---- paths tdax cannot follow --------------------------------------- */
@@ -532,6 +482,8 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 	if (!tdax_real.fopen)
 		tdax_resolve_real();
 	FILE *f = tdax_real.fopen(path, mode);
+	if (f)
+		tdax_fd_forget(fileno(f)); /* a new descriptor: whatever the number was, it is this */
 	stdio_on(f, mode);
 	return f;
 }
@@ -588,29 +540,71 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 /* ---- names ---------------------------------------------------------- */
 
-/* Before a rename replaces newpath and moves oldpath: checkpoint both;
- * after it, record the moved file's new path for recovery. */
+/* The absolute path dirfd/path names now, and whether it is a directory. */
+static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 1], bool *is_dir)
+{
+	int fd = tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char link[64];
+	struct stat st;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, out, TDAX_FILE_PATH_MAX);
+	bool ok = n > 0 && n < TDAX_FILE_PATH_MAX && fstat(fd, &st) == 0;
+	if (ok) {
+		out[n] = '\0';
+		*is_dir = S_ISDIR(st.st_mode);
+	}
+	tdax_real.close(fd);
+	return ok;
+}
+
+/* A registered file now lives at dirfd/path: record it for recovery. */
+static void moved_to(uint32_t plus1, uint32_t gen, int dirfd, const char *path)
+{
+	char abs[TDAX_FILE_PATH_MAX + 1];
+	bool is_dir;
+	if (abs_path(dirfd, path, abs, &is_dir))
+		tdax_files_rename(tdax_rt.dev, plus1 - 1, gen, abs);
+	tdax_lsync_uncover(plus1 - 1, TDAX_FB_METADATA);
+}
+
+/*
+ * Before a rename replaces newpath and moves oldpath: checkpoint both (and
+ * with RENAME_EXCHANGE, both move). After it, record where each registered
+ * file went, so that recovery finds it; a directory takes every registered
+ * file below it along, and those are checkpointed first too.
+ */
 static int do_rename(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned flags)
 {
-	uint32_t gen_new, gen_old;
-	tdax_lsync_checkpoint_path(newdir, newpath, &gen_new);
-	uint32_t plus1 = tdax_lsync_checkpoint_path(olddir, oldpath, &gen_old);
+	bool exchange = flags & RENAME_EXCHANGE;
+	uint32_t new_plus1, new_gen, old_plus1, old_gen;
+	tdax_lsync_checkpoint_path(newdir, newpath, &new_plus1, &new_gen);
+	tdax_lsync_checkpoint_path(olddir, oldpath, &old_plus1, &old_gen);
+	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
+	bool old_dir = false, new_dir = false;
+	if (!abs_path(olddir, oldpath, old_abs, &old_dir))
+		return flags ? tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags)
+			     : tdax_real.renameat(olddir, oldpath, newdir, newpath); /* its error */
+	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
+		new_dir = false;
+	if (old_dir)
+		tdax_lsync_checkpoint_below(old_abs);
+	if (new_dir)
+		tdax_lsync_checkpoint_below(new_abs);
 	int r = flags ? tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags)
 		      : tdax_real.renameat(olddir, oldpath, newdir, newpath);
 	int err = errno;
-	if (r == 0 && plus1) {
-		int fd = tdax_real.openat(newdir, newpath, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		char link[64], path[TDAX_FILE_PATH_MAX + 1];
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t n = fd >= 0 ? readlink(link, path, sizeof(path) - 1) : -1;
-		if (n > 0 && n < (ssize_t)sizeof(path) - 1) {
-			path[n] = '\0';
-			tdax_files_rename(tdax_rt.dev, plus1 - 1, gen_old, path);
-		}
-		if (fd >= 0)
-			tdax_real.close(fd);
-		tdax_lsync_uncover(plus1 - 1, TDAX_FB_METADATA);
+	if (r == 0) {
+		if (old_plus1)
+			moved_to(old_plus1, old_gen, newdir, newpath);
+		if (exchange && new_plus1)
+			moved_to(new_plus1, new_gen, olddir, oldpath);
+		char now[TDAX_FILE_PATH_MAX + 1];
+		bool dir;
+		if ((old_dir || new_dir) && abs_path(newdir, newpath, now, &dir))
+			tdax_files_move_below(tdax_rt.dev, old_abs, now, new_dir);
 	}
 	errno = err;
 	return r;
@@ -647,7 +641,8 @@ EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *ne
 /* Checkpoint before the name goes; free the entry once the file is gone. */
 static int do_unlink(int dirfd, const char *path, int flags)
 {
-	uint32_t gen, plus1 = tdax_lsync_checkpoint_path(dirfd, path, &gen);
+	uint32_t gen, plus1;
+	tdax_lsync_checkpoint_path(dirfd, path, &plus1, &gen);
 	int fd = plus1 ? tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
 	int r = tdax_real.unlinkat(dirfd, path, flags);
 	int err = errno;

@@ -126,11 +126,20 @@ static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
 	return tdax_replay_file(tdax_rt.dev, idx, gen, fd);
 }
 
+/* Is fd the file of entry idx, generation gen? A sync of anything else
+ * must not release that file's records. */
+static bool is_file(int fd, uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	return f->gen == gen && tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was);
+}
+
 int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_file_rt *rt = rt_of(idx);
-	if (tdax_file_at(dev, idx)->gen != gen)
+	if (!is_file(fd, idx, gen))
 		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
 	/* Take both snapshots before the sync: what was written before it is
 	 * covered by it; later writes keep their records and counts. */
@@ -162,12 +171,11 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
  * flight (and the growth is its own). A write that starts and finishes
  * between the two reads moves size_seen: then look again.
  */
-static bool size_explained(int fd, const struct tdax_file_rt *rt)
+static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
 {
 	uint64_t prev = UINT64_MAX;
 	for (int tries = 0; tries < 4; tries++) {
-		uint64_t size;
-		if (tdax_file_size(fd, &size) != 0)
+		if (tries > 0 && tdax_file_size(fd, &size) != 0)
 			return false;
 		if (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0)
 			return true;
@@ -186,6 +194,13 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	uint32_t idx = e->file_plus1 - 1;
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
+	uint64_t size;
+	if (!tdax_fd_still(fd, e, &size)) {
+		/* The number names another file now (closed and reused in a
+		 * way tdax did not see): not ours to answer or to release. */
+		tdax_fd_forget(fd);
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	}
 	if (f->gen != e->gen)
 		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
 	tdax_policy_sync(idx, e->gen);
@@ -199,7 +214,7 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	}
 	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
 	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
-		if (size_explained(fd, rt)) {
+		if (size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
@@ -212,7 +227,6 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, (uint16_t)(datasync | TDAX_TRF_REAL));
 	int rc = tdax_lsync_checkpoint_fd(fd, idx, e->gen, datasync);
-	uint64_t size;
 	if (rc == 0 && tdax_file_size(fd, &size) == 0)
 		atomic_store(&rt->size_seen, size);
 	return rc;
@@ -245,7 +259,7 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 	if (fd < 0) {
 		/* Renamed or removed behind us: any fd of ours on it will do. */
 		for (int i = 0; i < TDAX_MAX_FDS && fd < 0; i++)
-			if (tdax_rt.fds[i].file_plus1 == idx + 1 && tdax_rt.fds[i].gen == gen)
+			if (tdax_fds[i].file_plus1 == idx + 1 && tdax_fds[i].gen == gen)
 				fd = tdax_real.fcntl(i, F_DUPFD_CLOEXEC, 0);
 		/* Without records there is nothing to write back: done (a
 		 * downgrade of a removed file's range must not fail, or every
@@ -267,23 +281,43 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
-uint32_t tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *gen)
+int tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *plus1, uint32_t *gen)
 {
-	int fd = tdax_real.openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	*plus1 = 0;
+	/* Writable if it can be: after a failed sync the checkpoint writes the
+	 * records to the file again. O_NONBLOCK: a FIFO's open must not wait. */
+	int fd = tdax_real.openat(dirfd, path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		fd = tdax_real.openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
 	struct tdax_ident id;
-	uint32_t idx = 0, plus1 = 0;
+	uint32_t idx = 0;
+	int rc = 0;
 	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
-		plus1 = idx + 1;
+		*plus1 = idx + 1;
 		const struct tdax_file_rt *rt = rt_of(idx);
 		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite)) {
-			tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
+			rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
 			tdax_count(TDAX_ST_CHECKPOINTS, 1);
 		}
 	}
+	int e = errno;
 	tdax_real.close(fd);
-	return plus1;
+	errno = e;
+	return rc;
+}
+
+void tdax_lsync_checkpoint_below(const char *dir)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	size_t n = strlen(dir);
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		const struct tdax_file *f = tdax_file_at(dev, i);
+		if (atomic_load(&f->state) == TDAX_FILE_ACTIVE && strncmp(f->path, dir, n) == 0 &&
+		    f->path[n] == '/' && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)))
+			tdax_lsync_checkpoint_file(i);
+	}
 }
 
 void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)

@@ -17,14 +17,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 struct tdax_runtime tdax_rt;
@@ -108,85 +106,6 @@ void tdax_stats_flush(void)
 			tdax_rt.flushed[i] = now;
 		}
 	}
-}
-
-/* File systems where a sync costs nothing or tdax has no business. */
-static bool fs_excluded(int fd)
-{
-	struct statfs sf;
-	if (fstatfs(fd, &sf) != 0)
-		return true;
-	switch ((unsigned long)sf.f_type) {
-	case TMPFS_MAGIC: case PROC_SUPER_MAGIC: case SYSFS_MAGIC: case DEVPTS_SUPER_MAGIC:
-	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
-		return true;
-	}
-	return false;
-}
-
-void tdax_fd_manage(int fd, const char *path_or_null, int flags)
-{
-	(void)path_or_null;
-	if (fd < 0 || fd >= TDAX_MAX_FDS || (flags & O_ACCMODE) == O_RDONLY)
-		return;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fs_excluded(fd))
-		return;
-	/* The path recovery will use: absolute and canonical. */
-	char link[64], path[TDAX_FILE_PATH_MAX + 1];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1) {
-		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : link);
-		return;
-	}
-	path[n] = '\0';
-	uint32_t idx, gen;
-	bool created;
-	struct tdax_err e;
-	if (tdax_files_register(tdax_rt.dev, fd, path, &idx, &gen, &created, &e) != 0) {
-		tdax_fallback(TDAX_FB_UNREGISTERED, path);
-		return;
-	}
-	struct tdax_file_rt *rt = &tdax_file_at(tdax_rt.dev, idx)->rt;
-	uint64_t seen = atomic_load(&rt->size_seen);
-	if (created || seen != (uint64_t)st.st_size) {
-		/* New to tdax, or changed by someone tdax did not see. */
-		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
-		atomic_fetch_add(&rt->uncovered, 1);
-	}
-	if (tdax_tracing) {
-		if (!tdax_rt.named[idx]) {
-			tdax_rt.named[idx] = 1;
-			tdax_trace_name(idx, path);
-		}
-		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
-	}
-	if (flags & (O_CREAT | O_TRUNC))
-		tdax_lsync_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
-	tdax_rt.fds[fd] = (struct tdax_fd){
-		.file_plus1 = idx + 1, .gen = gen,
-		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) |
-			 ((flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0) |
-			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
-	};
-}
-
-void tdax_fd_forget(int fd)
-{
-	if (fd >= 0 && fd < TDAX_MAX_FDS && tdax_rt.fds)
-		tdax_rt.fds[fd].file_plus1 = 0;
-}
-
-void tdax_fd_copy(int from, int to)
-{
-	if (to < 0 || to >= TDAX_MAX_FDS || !tdax_rt.fds)
-		return;
-	const struct tdax_fd *e = tdax_fd_get(from);
-	if (e)
-		tdax_rt.fds[to] = *e;
-	else
-		tdax_rt.fds[to].file_plus1 = 0;
 }
 
 /* After exec the fds are inherited but the table is new: rebuild it. */
@@ -297,21 +216,16 @@ __attribute__((constructor)) static void tdax_start(void)
 		tdax_inside--;
 		return;
 	}
-	size_t fds_bytes = sizeof(struct tdax_fd) * TDAX_MAX_FDS;
-	tdax_rt.fds = mmap(NULL, fds_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
 	tdax_rt.named = calloc(dev->sb->max_files, 1);
-	if (tdax_rt.fds == MAP_FAILED || !tdax_rt.touched || !tdax_rt.named || attach(dev) != 0) {
-		if (tdax_rt.fds != MAP_FAILED)
-			munmap(tdax_rt.fds, fds_bytes);
-		tdax_rt.fds = NULL;
+	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || attach(dev) != 0) {
 		tdax_device_close(dev);
 		tdax_inside--;
 		return;
 	}
 	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
 	tdax_rt.dev = dev;
-	tdax_trace_start(dev);
+	tdax_trace_start(dev, tdax_ownfd_keep);
 	adopt_inherited_fds();
 	pthread_atfork(NULL, NULL, at_fork_child);
 	atexit(at_exit);

@@ -14,25 +14,11 @@
 #include <sys/uio.h>
 
 #include "device.h"
+#include "fdtable.h"
 #include "files.h"
 #include "stats.h"
 
 enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER };
-
-/* One managed file descriptor. */
-enum {
-	TDAX_FD_APPEND = 1, /* O_APPEND: the kernel chooses the offset */
-	TDAX_FD_DSYNC = 2,  /* opened O_DSYNC: every write is followed by a data sync */
-	TDAX_FD_SYNC = 4,   /* opened O_SYNC: every write is followed by a sync */
-	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
-};
-struct tdax_fd {
-	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
-	uint32_t gen;
-	uint32_t flags;      /* TDAX_FD_* */
-};
-
-#define TDAX_MAX_FDS 65536
 
 struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
@@ -43,7 +29,7 @@ struct tdax_runtime {
 	uint64_t wb_age_ns;          /* records older than this are checkpointed */
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
-	struct tdax_fd *fds;         /* TDAX_MAX_FDS entries */
+	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
 	uint8_t *touched;            /* per file entry: this process logged to it */
 	uint8_t *named;              /* per file entry: its path is in the trace */
 	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
@@ -102,13 +88,6 @@ static inline bool tdax_on(void)
 	return tdax_rt.dev != NULL && !tdax_inside;
 }
 
-static inline const struct tdax_fd *tdax_fd_get(int fd)
-{
-	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_rt.fds || !tdax_rt.fds[fd].file_plus1)
-		return NULL;
-	return &tdax_rt.fds[fd];
-}
-
 static inline void tdax_count(enum tdax_stat s, uint64_t n)
 {
 	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);
@@ -117,11 +96,9 @@ static inline void tdax_count(enum tdax_stat s, uint64_t n)
 /* Count a fallback and say so once per process and reason (unless quiet). */
 void tdax_fallback(enum tdax_fallback why, const char *path);
 
-/* Start managing fd (just opened, or inherited) if it is a regular file
- * opened for writing; flags are the open flags the application asked for. */
-void tdax_fd_manage(int fd, const char *path_or_null, int flags);
-void tdax_fd_forget(int fd);
-void tdax_fd_copy(int from, int to);
+/* Asynchronous I/O tdax cannot follow starts in this process (an io_uring):
+ * every file it has or opens for writing goes to the kernel's sync path. */
+void tdax_go_blind(void);
 
 /* Add this process's counters into the device's. */
 void tdax_stats_flush(void);

@@ -9,7 +9,7 @@ const char *tdax_fallback_name(enum tdax_fallback f)
 {
 	static const char *const names[TDAX_FB_COUNT] = {
 		"none", "log_full", "not_upgraded", "metadata", "unseen_write", "mmap", "stdio",
-		"copy", "direct_io", "writeback_error", "unregistered",
+		"copy", "direct_io", "writeback_error", "unregistered", "passthrough", "async_io",
 	};
 	return f < TDAX_FB_COUNT ? names[f] : "unknown";
 }

@@ -25,6 +25,8 @@ enum tdax_fallback {
 	TDAX_FB_DIRECT,        /* an O_DIRECT writer */
 	TDAX_FB_WB_ERROR,      /* a background sync failed: data kept, error reported */
 	TDAX_FB_UNREGISTERED,  /* file table full or path too long */
+	TDAX_FB_PASSTHROUGH,   /* a write tdax let through unlogged (unknown pwritev2 flag, syscall(2)) */
+	TDAX_FB_ASYNC,         /* asynchronous I/O tdax cannot follow (POSIX aio, libaio, io_uring) */
 	TDAX_FB_COUNT
 };
 

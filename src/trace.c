@@ -51,14 +51,14 @@ int tdax_trace_create(const char *path, const struct tdax_device *dev, struct td
 	return w == (ssize_t)sizeof(h) ? 0 : tdax_errf(err, "%s: cannot write the trace header", path);
 }
 
-void tdax_trace_start(const struct tdax_device *dev)
+void tdax_trace_start(const struct tdax_device *dev, int (*keep)(int *fdp))
 {
 	const char *path = getenv("TDAX_TRACE");
 	if (!path || !*path)
 		return;
 	tdax_trace_create(path, dev, NULL); /* by hand (no tdax run): the first process makes it */
 	trace_fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
-	tdax_tracing = trace_fd >= 0;
+	tdax_tracing = trace_fd >= 0 && keep(&trace_fd) == 0; /* out of the application's way */
 }
 
 static void flush_locked(void)

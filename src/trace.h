@@ -55,8 +55,9 @@ _Static_assert(sizeof(struct tdax_trace_rec) == 32, "trace record size");
 int tdax_trace_create(const char *path, const struct tdax_device *dev, struct tdax_err *err);
 
 /* The runtime: open the trace named by TDAX_TRACE (at start), record,
- * flush (write-back pass, exit, before exec), forget the buffer (fork child). */
-void tdax_trace_start(const struct tdax_device *dev);
+ * flush (write-back pass, exit, before exec), forget the buffer (fork child).
+ * keep() moves the trace's descriptor out of the application's way. */
+void tdax_trace_start(const struct tdax_device *dev, int (*keep)(int *fdp));
 extern bool tdax_tracing;
 void tdax_trace_event(uint16_t kind, uint32_t file, uint64_t off, uint32_t len, uint16_t flags);
 void tdax_trace_name(uint32_t file, const char *path);

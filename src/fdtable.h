@@ -1,0 +1,82 @@
+/*
+ * fdtable -- which of the process's file descriptors tdax manages, and the
+ * descriptors tdax keeps open for itself.
+ *
+ * The table is indexed by descriptor number and trusted on the write path
+ * without a system call, so it must never outlive the descriptor: every
+ * way a number is closed or handed out again that tdax can see forgets the
+ * entry (close, close_range, closefrom, dup2/dup3 over it, syscall(2), and
+ * each call that makes a new descriptor). The sync path, which must not be
+ * fooled at all, also checks the entry against the descriptor's inode.
+ *
+ * tdax's own descriptors (the trace, an O_DSYNC file's twin) live high,
+ * close-on-exec, and are invisible to the application's close family: a
+ * program that closes "every descriptor" keeps tdax working, and one that
+ * dup2()s onto such a number gets it (tdax's moves out of the way first).
+ */
+#ifndef TDAX_FDTABLE_H
+#define TDAX_FDTABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One managed file descriptor. */
+enum {
+	TDAX_FD_APPEND = 1, /* O_APPEND: the kernel chooses the offset */
+	TDAX_FD_DSYNC = 2,  /* O_DSYNC: every write is followed by a data sync */
+	TDAX_FD_SYNC = 4,   /* O_SYNC: every write is followed by a sync */
+	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
+};
+struct tdax_fd {
+	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
+	uint32_t gen;
+	uint32_t flags;      /* TDAX_FD_* */
+	uint64_t dev, ino;   /* what the descriptor was when it was managed (st_dev, st_ino) */
+};
+
+#define TDAX_MAX_FDS 65536
+
+extern struct tdax_fd *tdax_fds; /* TDAX_MAX_FDS entries; NULL while tdax is off */
+
+static inline const struct tdax_fd *tdax_fd_get(int fd)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds || !tdax_fds[fd].file_plus1)
+		return NULL;
+	return &tdax_fds[fd];
+}
+
+/* Allocate the table (at start-up); -1 if it cannot be had. */
+int tdax_fdtable_init(void);
+
+/* Start managing fd (just opened, or inherited) if it is a regular file
+ * opened for writing; flags are its open flags. Forgets whatever entry the
+ * number had before, managed or not. */
+void tdax_fd_manage(int fd, const char *path_or_null, int flags);
+/* The number fd no longer names what the entry says (closed, reused). */
+void tdax_fd_forget(int fd);
+/* Numbers first..last (inclusive) are closed. */
+void tdax_fd_forget_range(unsigned first, unsigned last);
+/* to is now a duplicate of from (dup, dup2, F_DUPFD). */
+void tdax_fd_copy(int from, int to);
+
+/* Does fd still name the file its entry was made for? One statx; size is
+ * filled in on the way (the sync guard needs it). */
+bool tdax_fd_still(int fd, const struct tdax_fd *e, uint64_t *size);
+
+/* ---- tdax's own descriptors ----------------------------------------- */
+
+/* Move *fdp out of the application's way (high, close-on-exec) and keep it
+ * there: *fdp is updated if it has to move again. -1 if it could not be
+ * kept (the descriptor is then closed). */
+int tdax_ownfd_keep(int *fdp);
+/* Close a kept descriptor and forget it. */
+void tdax_ownfd_close(int *fdp);
+bool tdax_ownfd_is(int fd);
+/* The application dup2()s onto fd: if it is tdax's, move tdax's away. */
+void tdax_ownfd_evict(int fd);
+/* Close first..last (inclusive) for the application, tdax's own excepted:
+ * the real close_range on the parts between them. Async-signal-safe. */
+int tdax_ownfd_close_range(unsigned first, unsigned last, int flags);
+
+#endif

@@ -1,0 +1,252 @@
+"""Durability holes found by peer suites (issue 14): writes that reach the
+kernel without tdax logging them, descriptor numbers tdax took for another
+file, tdax's own descriptors in the application's way, renames tdax did not
+follow. Each case writes, syncs, cuts the power (page cache lost, device
+kept), recovers, and compares with what was acknowledged."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
+
+# Write A and sync, overwrite with B and sync (both lightweight), then the
+# case under test writes C and syncs; the process is killed (no exit
+# checkpoint), so only the device can hold what the last sync acknowledged.
+PRELUDE = r"""
+import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+os.pwrite(fd, b"A" * 8192, 0); os.fsync(fd)
+os.pwrite(fd, b"B" * 8192, 0); os.fsync(fd)
+"""
+EPILOGUE = r"""
+os.fsync(fd)
+print("acked", flush=True)
+time.sleep(0.1)
+os.kill(os.getpid(), 9)
+"""
+
+
+def cut_after(dev, path, case, expect):
+    p = tdax_run(dev, PRELUDE + case + EPILOGUE, path, check=None)
+    assert "acked" in p.stdout, p.stderr
+    assert path.read_bytes() == expect, "the case did not do what it says"
+    rep = power_cut(dev, path)
+    assert rep["corrupt"] == 0
+    assert path.read_bytes() == expect, "acknowledged data lost"
+
+
+C_AT_100 = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+
+
+def test_pwritev2_dontcache_is_logged_or_uncovered(dev, diskdir):
+    # The issue's reproduction: RWF_DONTCACHE (0x80), as xfstests' fsx uses it.
+    cut_after(dev, diskdir / "f", "os.pwritev(fd, [b'C' * 50], 100, 0x80)", C_AT_100)
+
+
+def test_pwritev2_at_the_file_position_with_a_flag(dev, diskdir):
+    cut_after(dev, diskdir / "f", "os.lseek(fd, 100, 0); libc.pwritev2.argtypes = "
+              "[ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_int]\n"
+              "buf = ctypes.create_string_buffer(b'C' * 50, 50)\n"
+              "iov = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 50)\n"
+              "assert libc.pwritev2(fd, iov, 1, -1, 0x80) == 50", C_AT_100)
+
+
+def test_syscall_write_is_seen(dev, diskdir):
+    cut_after(dev, diskdir / "f", "os.lseek(fd, 100, 0)\n"
+              "assert libc.syscall(1, fd, b'C' * 50, 50) == 50  # SYS_write", C_AT_100)
+
+
+def test_syscall_pwrite64_is_seen(dev, diskdir):
+    cut_after(dev, diskdir / "f", "assert libc.syscall(18, fd, b'C' * 50, 50, 100) == 50  # SYS_pwrite64",
+              C_AT_100)
+
+
+def test_copy_file_range_into_the_file(dev, diskdir):
+    src = diskdir / "src"
+    src.write_bytes(b"C" * 50)
+    cut_after(dev, diskdir / "f", "s = os.open(%r, os.O_RDONLY)\n"
+              "assert os.copy_file_range(s, fd, 50, 0, 100) == 50" % str(src), C_AT_100)
+
+
+def test_sendfile_into_the_file(dev, diskdir):
+    src = diskdir / "src"
+    src.write_bytes(b"C" * 50)
+    cut_after(dev, diskdir / "f", "s = os.open(%r, os.O_RDONLY); os.lseek(fd, 100, 0)\n"
+              "assert os.sendfile(fd, s, 0, 50) == 50" % str(src), C_AT_100)
+
+
+def test_splice_into_the_file(dev, diskdir):
+    cut_after(dev, diskdir / "f", "r, w = os.pipe(); os.write(w, b'C' * 50)\n"
+              "assert os.splice(r, fd, 50, offset_dst=100) == 50", C_AT_100)
+
+
+def test_fallocate_zero_range(dev, diskdir):
+    # FALLOC_FL_ZERO_RANGE | KEEP_SIZE (0x10 | 0x1): the zeros must not be
+    # undone by replaying B's records.
+    cut_after(dev, diskdir / "f", "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, "
+              "ctypes.c_long]\nassert libc.fallocate(fd, 0x11, 4096, 4096) == 0",
+              b"B" * 4096 + b"\0" * 4096)
+
+
+def test_fallocate_punch_hole(dev, diskdir):
+    cut_after(dev, diskdir / "f", "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, "
+              "ctypes.c_long]\nassert libc.fallocate(fd, 0x3, 0, 4096) == 0",
+              b"\0" * 4096 + b"B" * 4096)
+
+
+# ---- descriptor numbers -----------------------------------------------
+
+def test_close_range_then_a_directory_under_the_same_number(dev, diskdir):
+    """After close_range, a directory gets the file's number; its fsync must
+    neither be answered as lightweight nor release the file's records."""
+    path = diskdir / "f"
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+os.pwrite(fd, b"acked" * 100, 0); os.fsync(fd)
+os.closerange(fd, fd + 1)
+d = os.open(os.path.dirname(sys.argv[1]), os.O_RDONLY)
+assert d == fd
+open(os.path.join(os.path.dirname(sys.argv[1]), "new"), "w").close()
+os.fsync(d)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, check=None)
+    assert "acked" in p.stdout, p.stderr
+    c = info(dev)["counters"]
+    assert c["light_syncs"] == 1, "the directory's fsync was answered by tdax"
+    assert info(dev)["live_records"] > 0, "the directory's fsync released the file's records"
+    power_cut(dev, path)
+    assert path.read_bytes() == b"acked" * 100
+
+
+def test_syscall_close_forgets_the_descriptor(dev, diskdir):
+    path = diskdir / "f"
+    code = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+os.pwrite(fd, b"acked" * 100, 0); os.fsync(fd)
+assert libc.syscall(3, fd) == 0  # SYS_close
+d = os.open(os.path.dirname(sys.argv[1]), os.O_RDONLY)
+assert d == fd
+os.fsync(d)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, check=None)
+    assert "acked" in p.stdout, p.stderr
+    assert info(dev)["counters"]["light_syncs"] == 1
+    power_cut(dev, path)
+    assert path.read_bytes() == b"acked" * 100
+
+
+def test_a_vfork_child_does_not_change_the_parents_table(dev, diskdir):
+    """CPython's subprocess vforks; the child's close_range and dup2 must not
+    make the parent forget (or mistake) its own descriptors."""
+    path = diskdir / "f"
+    code = r"""
+import os, subprocess, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+os.pwrite(fd, b"x" * 100, 0); os.fsync(fd)
+subprocess.run(["/bin/true"], close_fds=True, stdout=subprocess.DEVNULL)
+os.pwrite(fd, b"y" * 100, 0); os.fsync(fd)
+"""
+    tdax_run(dev, code, path)
+    assert info(dev)["counters"]["light_syncs"] == 2
+
+
+# ---- tdax's own descriptors -------------------------------------------
+
+def test_a_program_started_with_stdout_closed_gets_ebadf(dev, diskdir):
+    code = r"""
+import os, sys
+try:
+    os.write(1, b"x")
+    sys.stderr.write("wrote\n")
+except OSError as e:
+    sys.stderr.write("errno %d\n" % e.errno)
+"""
+    e = dict(os.environ, **TDAX_ENV)
+    p = subprocess.run(["/bin/sh", "-c", 'exec 1>&-; exec "$@"', "sh", TDAX, "run", "--device", dev,
+                        "--", PY, "-c", code], capture_output=True, text=True, env=e, timeout=60)
+    assert p.stderr.strip().endswith("errno 9"), p.stderr  # EBADF, as without tdax
+    assert info(dev)["state"]  # the device is still a device
+
+
+def test_no_descriptor_of_tdax_is_visible(dev, diskdir):
+    code = "import os; print(sorted(int(x) for x in os.listdir('/proc/self/fd')))"
+    without = run(PY, "-c", code, check=0).stdout
+    assert tdax_run(dev, code).stdout == without
+
+
+def test_the_trace_survives_the_application_closing_everything(dev, diskdir):
+    path, trace = diskdir / "f", diskdir / "trace"
+    code = r"""
+import os, sys
+os.closerange(3, 4096)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for i in range(10):
+    os.write(fd, b"x" * 100); os.fsync(fd)
+"""
+    e = dict(os.environ, **TDAX_ENV)
+    run(TDAX, "run", "--device", dev, "--trace", trace, "--", PY, "-c", code, path, env=e, check=0)
+    out = run(TDAX, "trace", "info", trace, check=0).stdout
+    assert "1000 bytes written" in out and "write 10, sync 10" in out, out
+
+
+# ---- renames ------------------------------------------------------------
+
+def test_renaming_the_directory_of_a_file_with_records(dev, diskdir):
+    (diskdir / "d1").mkdir()
+    path = diskdir / "d1" / "f"
+    code = r"""
+import os, sys, time
+d = os.path.dirname(sys.argv[1])
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd); os.fsync(os.open(d, os.O_RDONLY))
+os.pwrite(fd, b"one" * 100, 0); os.fsync(fd)
+os.rename(d, d[:-1] + "2")
+os.fsync(os.open(os.path.dirname(d), os.O_RDONLY))
+os.pwrite(fd, b"two" * 100, 300); os.fsync(fd)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, check=None)
+    assert "acked" in p.stdout, p.stderr
+    moved = diskdir / "d2" / "f"
+    assert moved.read_bytes() == b"one" * 100 + b"two" * 100
+    rep = power_cut(dev, moved)
+    assert rep["applied"] > 0 and rep["corrupt"] == 0
+    assert moved.read_bytes() == b"one" * 100 + b"two" * 100
+
+
+def test_rename_exchange_follows_both_files(dev, diskdir):
+    a, b = diskdir / "a", diskdir / "b"
+    code = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = sys.argv[1], sys.argv[2]
+fa = os.open(a, os.O_RDWR | os.O_CREAT, 0o644); fb = os.open(b, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fa); os.fsync(fb); os.fsync(os.open(os.path.dirname(a), os.O_RDONLY))
+os.pwrite(fa, b"a1" * 50, 0); os.fsync(fa); os.pwrite(fb, b"b1" * 50, 0); os.fsync(fb)
+assert libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0, ctypes.get_errno()  # RENAME_EXCHANGE
+os.fsync(os.open(os.path.dirname(a), os.O_RDONLY))
+os.pwrite(fa, b"a2" * 50, 100); os.fsync(fa); os.pwrite(fb, b"b2" * 50, 100); os.fsync(fb)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, a, b, check=None)
+    assert "acked" in p.stdout, p.stderr
+    want = {b: b"a1" * 50 + b"a2" * 50, a: b"b1" * 50 + b"b2" * 50}  # a's file is at b now
+    assert {k: k.read_bytes() for k in want} == want
+    for k in want:  # the power cut: both files back to their durable view
+        shadow = Path(str(k) + ".tdax-durable")
+        k.write_bytes(shadow.read_bytes() if shadow.exists() else b"")
+    rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json", check=0).stdout)
+    assert rep["corrupt"] == 0
+    assert {k: k.read_bytes() for k in want} == want, "acknowledged data lost"
