@@ -35,27 +35,32 @@ int tdax_fdtable_init(void)
 
 void tdax_fd_forget(int fd)
 {
-	if (fd >= 0 && fd < TDAX_MAX_FDS && tdax_fds)
-		tdax_fds[fd].file_plus1 = 0;
+	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
+		return;
+	struct tdax_fd *e = &tdax_fds[fd];
+	if (e->file_plus1 && e->twin_plus1)
+		tdax_twin_unref(e->twin_plus1);
+	e->file_plus1 = 0;
+	e->twin_plus1 = 0;
 }
 
 void tdax_fd_forget_range(unsigned first, unsigned last)
 {
-	if (!tdax_fds)
-		return;
 	for (unsigned fd = first; fd <= last && fd < TDAX_MAX_FDS; fd++)
-		tdax_fds[fd].file_plus1 = 0;
+		tdax_fd_forget((int)fd);
 }
 
 void tdax_fd_copy(int from, int to)
 {
-	if (to < 0 || to >= TDAX_MAX_FDS || !tdax_fds)
+	if (to < 0 || to >= TDAX_MAX_FDS || !tdax_fds || to == from)
 		return;
+	tdax_fd_forget(to);
 	const struct tdax_fd *e = tdax_fd_get(from);
-	if (e)
-		tdax_fds[to] = *e;
-	else
-		tdax_fds[to].file_plus1 = 0;
+	if (!e)
+		return;
+	if (e->twin_plus1)
+		tdax_twin_ref(e->twin_plus1);
+	tdax_fds[to] = *e;
 }
 
 /* File systems where a sync costs nothing or tdax has no business. */
@@ -115,11 +120,13 @@ void tdax_fd_manage(int fd, const char *path_or_null, int flags)
 		tdax_lsync_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
 	if (tdax_rt.blind)
 		tdax_lsync_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
+	uint32_t sync = (flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0;
+	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
 	tdax_fds[fd] = (struct tdax_fd){
 		.file_plus1 = idx + 1, .gen = gen,
-		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) |
-			 ((flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0) |
+		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | (twin ? sync : 0) |
 			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
+		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
 	};
 }
@@ -136,8 +143,36 @@ bool tdax_fd_still(int fd, const struct tdax_fd *e, uint64_t *size)
 
 /* ---- tdax's own descriptors ----------------------------------------- */
 
-#define OWN_MAX 8
-static int *own[OWN_MAX]; /* where each holder keeps its descriptor */
+/*
+ * A slot per descriptor tdax keeps: where its holder keeps the number (the
+ * trace's variable, or the slot itself for a twin) and, for a twin, how
+ * many managed entries use it. A bit per number answers "is it tdax's?"
+ * in the close path without a search.
+ */
+#define OWN_MAX 256
+static struct own {
+	int *holder; /* NULL: free */
+	int fd;
+	int refs;
+} own[OWN_MAX];
+static _Atomic uint64_t own_bits[TDAX_MAX_FDS / 64];
+
+static void mark(int fd, bool on)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS)
+		return;
+	uint64_t bit = 1ull << (fd % 64);
+	if (on)
+		atomic_fetch_or(&own_bits[fd / 64], bit);
+	else
+		atomic_fetch_and(&own_bits[fd / 64], ~bit);
+}
+
+bool tdax_ownfd_is(int fd)
+{
+	return fd >= 0 && fd < TDAX_MAX_FDS &&
+	       (atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
 
 /* Lowest number for tdax's own: out of the range programs use, below the
  * soft limit, and not so high that the kernel's table has to grow much. */
@@ -150,14 +185,6 @@ static int own_floor(void)
 	return top > 64 ? (int)top - 32 : 3;
 }
 
-bool tdax_ownfd_is(int fd)
-{
-	for (int i = 0; i < OWN_MAX; i++)
-		if (own[i] && *own[i] == fd)
-			return true;
-	return false;
-}
-
 static int move_high(int fd)
 {
 	int to = tdax_real.fcntl(fd, F_DUPFD_CLOEXEC, own_floor());
@@ -166,42 +193,61 @@ static int move_high(int fd)
 	return to;
 }
 
-int tdax_ownfd_keep(int *fdp)
+/* Move fd high and give it a slot; -1 (fd closed) if either fails. */
+static int adopt(int fd, int *holder)
 {
-	int to = move_high(*fdp);
-	syscall(SYS_close, *fdp);
-	*fdp = to;
+	int to = move_high(fd);
+	syscall(SYS_close, fd);
 	if (to < 0)
 		return -1;
-	tdax_fd_forget(to);
 	for (int i = 0; i < OWN_MAX; i++)
-		if (!own[i]) {
-			own[i] = fdp;
-			return 0;
+		if (!own[i].holder) {
+			own[i] = (struct own){ .holder = holder ? holder : &own[i].fd, .fd = to, .refs = 1 };
+			*own[i].holder = to;
+			tdax_fd_forget(to);
+			mark(to, true);
+			return i;
 		}
-	syscall(SYS_close, to); /* more than tdax ever keeps: a bug, not a user error */
-	*fdp = -1;
+	syscall(SYS_close, to);
 	return -1;
+}
+
+static void release(int i)
+{
+	int fd = own[i].fd;
+	mark(fd, false);
+	*own[i].holder = -1;
+	own[i].holder = NULL;
+	syscall(SYS_close, fd);
+}
+
+int tdax_ownfd_keep(int *fdp)
+{
+	int i = adopt(*fdp, fdp);
+	if (i < 0)
+		*fdp = -1;
+	return i < 0 ? -1 : 0;
 }
 
 void tdax_ownfd_close(int *fdp)
 {
 	for (int i = 0; i < OWN_MAX; i++)
-		if (own[i] == fdp)
-			own[i] = NULL;
-	if (*fdp >= 0)
-		syscall(SYS_close, *fdp);
-	*fdp = -1;
+		if (own[i].holder == fdp)
+			release(i);
 }
 
 /* Another thread may be writing through the old number while it moves; the
  * window is the application's dup2 onto a number it never opened. */
 void tdax_ownfd_evict(int fd)
 {
+	if (!tdax_ownfd_is(fd))
+		return;
 	for (int i = 0; i < OWN_MAX; i++)
-		if (own[i] && *own[i] == fd) {
+		if (own[i].holder && own[i].fd == fd) {
 			int to = move_high(fd);
-			*own[i] = to;
+			mark(to, true);
+			own[i].fd = *own[i].holder = to;
+			mark(fd, false);
 			syscall(SYS_close, fd);
 		}
 }
@@ -209,12 +255,14 @@ void tdax_ownfd_evict(int fd)
 /* The lowest of tdax's own descriptors in [lo, hi], or UINT_MAX. */
 static unsigned next_own(unsigned lo, unsigned hi)
 {
-	unsigned best = UINT_MAX;
-	for (int i = 0; i < OWN_MAX; i++)
-		if (own[i] && *own[i] >= 0 && (unsigned)*own[i] >= lo && (unsigned)*own[i] <= hi &&
-		    (unsigned)*own[i] < best)
-			best = (unsigned)*own[i];
-	return best;
+	for (unsigned fd = lo; fd <= hi && fd < TDAX_MAX_FDS; fd++) {
+		uint64_t w = atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64);
+		if (w)
+			return fd + (unsigned)__builtin_ctzll(w) <= hi ? fd + (unsigned)__builtin_ctzll(w)
+								       : UINT_MAX;
+		fd |= 63; /* the rest of this word is clear */
+	}
+	return UINT_MAX;
 }
 
 int tdax_ownfd_close_range(unsigned first, unsigned last, int flags)
@@ -232,4 +280,34 @@ int tdax_ownfd_close_range(unsigned first, unsigned last, int flags)
 			return 0;
 		lo = next + 1;
 	}
+}
+
+/* ---- twins ------------------------------------------------------------ */
+
+int tdax_twin_open(int fd, int flags)
+{
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	int acc = (flags & O_ACCMODE) == O_RDWR ? O_RDWR : O_WRONLY;
+	int t = tdax_real.openat(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
+	if (t < 0)
+		return 0;
+	int i = adopt(t, NULL);
+	return i < 0 ? 0 : i + 1;
+}
+
+int tdax_twin_fd(uint32_t twin_plus1)
+{
+	return own[twin_plus1 - 1].fd;
+}
+
+void tdax_twin_ref(uint32_t twin_plus1)
+{
+	__atomic_fetch_add(&own[twin_plus1 - 1].refs, 1, __ATOMIC_RELAXED);
+}
+
+void tdax_twin_unref(uint32_t twin_plus1)
+{
+	if (__atomic_sub_fetch(&own[twin_plus1 - 1].refs, 1, __ATOMIC_ACQ_REL) == 0)
+		release((int)twin_plus1 - 1);
 }

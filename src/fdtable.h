@@ -24,14 +24,15 @@
 /* One managed file descriptor. */
 enum {
 	TDAX_FD_APPEND = 1, /* O_APPEND: the kernel chooses the offset */
-	TDAX_FD_DSYNC = 2,  /* O_DSYNC: every write is followed by a data sync */
-	TDAX_FD_SYNC = 4,   /* O_SYNC: every write is followed by a sync */
+	TDAX_FD_DSYNC = 2,  /* O_DSYNC: written through the twin, then a data sync */
+	TDAX_FD_SYNC = 4,   /* O_SYNC: written through the twin, then a sync */
 	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
 };
 struct tdax_fd {
 	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
 	uint32_t gen;
 	uint32_t flags;      /* TDAX_FD_* */
+	uint32_t twin_plus1; /* O_SYNC/O_DSYNC: tdax's own descriptor of the file without them */
 	uint64_t dev, ino;   /* what the descriptor was when it was managed (st_dev, st_ino) */
 };
 
@@ -78,5 +79,20 @@ void tdax_ownfd_evict(int fd);
 /* Close first..last (inclusive) for the application, tdax's own excepted:
  * the real close_range on the parts between them. Async-signal-safe. */
 int tdax_ownfd_close_range(unsigned first, unsigned last, int flags);
+
+/*
+ * Twins. O_SYNC and O_DSYNC stay on the application's descriptor, so that
+ * it is synchronous wherever it goes (across exec, to a child without
+ * tdax, over a Unix socket). tdax writes through a twin: the same file
+ * opened again without them, kept as one of its own; the sync that makes
+ * the write complete is then tdax's (a fence when the write is logged).
+ * Entries of duplicated descriptors share their twin.
+ */
+/* Open fd's twin (flags: fd's open flags); its slot + 1, or 0 if it
+ * cannot be had (the kernel then syncs every write itself). */
+int tdax_twin_open(int fd, int flags);
+int tdax_twin_fd(uint32_t twin_plus1);
+void tdax_twin_ref(uint32_t twin_plus1);
+void tdax_twin_unref(uint32_t twin_plus1);
 
 #endif

@@ -39,7 +39,7 @@ static bool takes_mode(int flags)
 }
 
 /* Open through the real openat; manage the result if it is a file tdax
- * should manage. O_SYNC/O_DSYNC are tdax's to honour on managed files. */
+ * should manage. */
 static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!tdax_real.openat)
@@ -54,15 +54,10 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	uint32_t plus1, gen;
 	if ((flags & O_TRUNC) && tdax_lsync_checkpoint_path(dirfd, path, &plus1, &gen) != 0)
 		return -1; /* no record may outlive a truncate: its error instead */
-	int fd = tdax_real.openat(dirfd, path, flags & ~O_SYNC, mode);
+	int fd = tdax_real.openat(dirfd, path, flags, mode);
 	if (fd >= 0) {
 		int e = errno;
 		tdax_fd_manage(fd, path, flags);
-		if ((flags & O_SYNC) && !tdax_fd_get(fd)) {
-			/* Not managed after all: give it the flags it asked for. */
-			tdax_real.close(fd);
-			fd = tdax_real.openat(dirfd, path, flags & ~(O_CREAT | O_EXCL | O_TRUNC), mode);
-		}
 		errno = e;
 	}
 	return fd;
@@ -178,19 +173,44 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 	return r;
 }
 
-/* A write at the file position (write, writev, O_APPEND): the kernel picks
+/* The real positional write, with pwritev2's flags when there are some. */
+static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, int rwf)
+{
+	if (rwf)
+		return tdax_real.pwritev2(fd, iov, n, off, rwf);
+	return n == 1 ? tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off)
+		      : tdax_real.pwritev(fd, iov, n, off);
+}
+
+/*
+ * A write at the file position (write, writev, O_APPEND): the kernel picks
  * the offset, so tdax writers of one file take turns, and the offset is
- * read back from the position the write left. */
+ * read back from the position the write left. Through a twin (O_SYNC,
+ * O_DSYNC), the application's descriptor keeps the position: read it,
+ * write there (or at the end, the twin has O_APPEND too), move it on.
+ */
 static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
 {
 	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
+	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
 	tdax_lsync_write_begin(e);
 	tdax_pidlock_acquire(lock);
-	ssize_t r = rwf ? tdax_real.pwritev2(fd, iov, n, -1, rwf)
-		    : n == 1 ? tdax_real.write(fd, iov[0].iov_base, iov[0].iov_len)
-			     : tdax_real.writev(fd, iov, n);
+	ssize_t r;
+	off_t end = -1;
+	if (e->twin_plus1 && !(e->flags & TDAX_FD_APPEND)) {
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		r = pos < 0 ? -1 : real_pwrite(wfd, iov, n, pos, rwf);
+		if (r > 0 && lseek(fd, pos + r, SEEK_SET) >= 0)
+			end = pos + r;
+	} else {
+		r = rwf ? tdax_real.pwritev2(wfd, iov, n, -1, rwf)
+		    : n == 1 ? tdax_real.write(wfd, iov[0].iov_base, iov[0].iov_len)
+			     : tdax_real.writev(wfd, iov, n);
+		end = r > 0 ? lseek(wfd, 0, SEEK_CUR) : -1;
+		if (e->twin_plus1 && end >= 0)
+			lseek(fd, end, SEEK_SET);
+	}
 	int err = errno;
-	off_t end = r > 0 ? lseek(fd, 0, SEEK_CUR) : -1;
 	tdax_pidlock_release(lock);
 	if (r > 0) {
 		if (rwf & ~RWF_UNDERSTOOD)
@@ -213,10 +233,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
 	rwf &= ~sync_flags;
 	tdax_lsync_write_begin(e);
-	if (n == 1 && rwf == 0)
-		r = tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off);
-	else
-		r = tdax_real.pwritev2(fd, iov, n, off, rwf);
+	r = real_pwrite(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
 	int err = errno;
 	if (r > 0) {
 		/* With O_APPEND (or RWF_APPEND) Linux ignores the offset: the

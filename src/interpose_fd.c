@@ -149,18 +149,15 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	case F_DUPFD_CLOEXEC:
 		tdax_fd_copy(fd, r);
 		break;
-	case F_GETFL: /* tdax honours O_SYNC/O_DSYNC itself, but they stay set */
-		if (e && (e->flags & TDAX_FD_SYNC))
-			r |= O_SYNC;
-		else if (e && (e->flags & TDAX_FD_DSYNC))
-			r |= O_DSYNC;
-		break;
 	case F_SETFL:
 		if (e) {
 			int fl = tdax_real.fcntl(fd, F_GETFL);
 			struct tdax_fd *m = &tdax_fds[fd];
 			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
 				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
+			if (m->twin_plus1) /* the twin writes as the descriptor would */
+				tdax_real.fcntl(tdax_twin_fd(m->twin_plus1), F_SETFL,
+						fl & (O_APPEND | O_DIRECT | O_NOATIME));
 		}
 		break;
 	}

@@ -250,3 +250,47 @@ print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json", check=0).stdout)
     assert rep["corrupt"] == 0
     assert {k: k.read_bytes() for k in want} == want, "acknowledged data lost"
+
+
+# ---- O_SYNC / O_DSYNC go wherever the descriptor goes ---------------------
+
+def test_an_inherited_o_dsync_descriptor_stays_synchronous(dev, diskdir):
+    """After exec (policy thesis: the range is not upgraded, so the kernel
+    must sync each write) every acknowledged write survives the cut, and a
+    program without tdax sees O_DSYNC on the descriptor."""
+    path = diskdir / "f"
+    code = r"""
+import os, subprocess, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_DSYNC, 0o644)
+os.write(fd, b"parent\n")
+flags = subprocess.run(["/usr/bin/python3", "-c", "import fcntl, os; print(fcntl.fcntl(%d, fcntl.F_GETFL) & os.O_DSYNC)" % fd],
+                       pass_fds=(fd,), env={}, capture_output=True, text=True).stdout.strip()
+print("kernel flag", flags, flush=True)
+os.set_inheritable(fd, True)
+os.execv(sys.executable, [sys.executable, "-c",
+    "import os, time; fd=%d\nfor i in range(20): os.write(fd, b'exec %%d\\n' %% i)\nprint('acked', flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)" % fd])
+"""
+    p = tdax_run(dev, code, path, policy="thesis", check=None)
+    assert "kernel flag 4096" in p.stdout, p.stdout + p.stderr  # O_DSYNC
+    assert "acked" in p.stdout, p.stderr
+    want = b"parent\n" + b"".join(b"exec %d\n" % i for i in range(20))
+    assert path.read_bytes() == want
+    power_cut(dev, path)
+    assert path.read_bytes() == want, "an acknowledged O_DSYNC write was lost"
+
+
+def test_o_dsync_writes_at_the_file_position_keep_the_offset(dev, diskdir):
+    """Through the twin, the application's descriptor still moves."""
+    path = diskdir / "f"
+    code = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_DSYNC, 0o644)
+os.write(fd, b"abc"); os.write(fd, b"def")
+assert os.lseek(fd, 0, os.SEEK_CUR) == 6
+os.lseek(fd, 1, os.SEEK_SET); os.write(fd, b"X")
+d = os.dup(fd); os.close(fd); os.write(d, b"Y")
+assert os.lseek(d, 0, os.SEEK_CUR) == 3
+print("ok")
+"""
+    assert tdax_run(dev, code, path).stdout.strip() == "ok"
+    assert path.read_bytes() == b"aXYdef"
