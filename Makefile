@@ -7,7 +7,7 @@ LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
 CORE    := crc32c util device files log recover stats shadow track control ranges trace pmtrace
-PRELOAD := runtime fdtable lsync policy writeback interpose interpose_fd interpose_syscall
+PRELOAD := runtime fdtable lsync policy writeback watch interpose interpose_fd interpose_syscall
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
 SAN_O   := $(CORE:%=$(B)/san/%.o)

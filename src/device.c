@@ -175,6 +175,11 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 				 getenv(TDAX_PMTRACE_ENV), strerror(errno));
 	/* The mapping is all tdax needs from here on: no descriptor of its own
 	 * stays in the application (whose stdout's number it may have been). */
+	struct stat st;
+	if (fstat(dev->fd, &st) == 0) {
+		dev->file_dev = st.st_dev;
+		dev->file_ino = st.st_ino;
+	}
 	pmem2_source_delete(&dev->src);
 	close(dev->fd);
 	dev->fd = -1;

@@ -85,6 +85,7 @@ struct tdax_state {
 struct tdax_device {
 	char path[PATH_MAX];
 	int fd;                   /* while opening only: closed once mapped */
+	uint64_t file_dev, file_ino; /* what path named when it was mapped (st_dev, st_ino) */
 	enum tdax_backend backend;
 	struct pmem2_source *src;
 	struct pmem2_map *map;

@@ -216,6 +216,8 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
 		if (size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
+			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
+				return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);

@@ -11,6 +11,7 @@
 #include "lsync.h"
 #include "recover.h"
 #include "trace.h"
+#include "watch.h"
 #include "writeback.h"
 
 #include <dirent.h>
@@ -68,7 +69,7 @@ void tdax_resolve_real(void)
 	RESOLVE(execvpe);
 }
 
-static void warn(const char *fmt, const char *a, const char *b)
+void tdax_warn(const char *fmt, const char *a, const char *b)
 {
 	if (tdax_rt.quiet)
 		return;
@@ -92,7 +93,7 @@ void tdax_fallback(enum tdax_fallback why, const char *path)
 	uint32_t bit = 1u << why;
 	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
 		return;
-	warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
+	tdax_warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
 	     "(TDAX_QUIET=1 silences this)", path, tdax_fallback_name(why));
 }
 
@@ -142,7 +143,7 @@ static void configure(void)
 		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
 						    : TDAX_POLICY_THESIS;
 	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
-		warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
+		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
 	const char *q = getenv("TDAX_QUIET");
 	tdax_rt.quiet = q && !strcmp(q, "1");
 	const char *lie = getenv("TDAX_TEST_LIE");
@@ -164,11 +165,11 @@ static int attach(struct tdax_device *dev)
 	if (lost || tdax_log_seal_dead(dev)) {
 		int rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
 		if (rc < 0) {
-			warn("%s: %s", dev->path, e.msg);
+			tdax_warn("%s: %s", dev->path, e.msg);
 			return -1;
 		}
 		if (rc > 0 && lost) {
-			warn("%s: %s", dev->path, "some records could not be recovered; run 'tdax "
+			tdax_warn("%s: %s", dev->path, "some records could not be recovered; run 'tdax "
 			     "recover' to see which. tdax is off in this process");
 			tdax_recover_report_free(&r);
 			return -1;
@@ -190,7 +191,7 @@ static void at_fork_child(void)
 
 static void at_exit(void)
 {
-	if (!tdax_rt.dev)
+	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
 		return;
 	tdax_inside++;
 	tdax_writeback_pass(1);
@@ -212,7 +213,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	struct tdax_device *dev;
 	struct tdax_err e;
 	if (tdax_device_open(path, flags, &dev, &e) != 0) {
-		warn("%s%s; every sync goes to the kernel", e.msg, "");
+		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
 		tdax_inside--;
 		return;
 	}
@@ -225,6 +226,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	}
 	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
 	tdax_rt.dev = dev;
+	tdax_watch_start();
 	tdax_trace_start(dev, tdax_ownfd_keep);
 	adopt_inherited_fds();
 	pthread_atfork(NULL, NULL, at_fork_child);

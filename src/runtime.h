@@ -30,6 +30,7 @@ struct tdax_runtime {
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
 	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
+	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
 	uint8_t *touched;            /* per file entry: this process logged to it */
 	uint8_t *named;              /* per file entry: its path is in the trace */
 	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
@@ -85,13 +86,17 @@ extern __thread int tdax_inside TDAX_TLS;
 
 static inline bool tdax_on(void)
 {
-	return tdax_rt.dev != NULL && !tdax_inside;
+	return tdax_rt.dev != NULL && !tdax_inside &&
+	       !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed);
 }
 
 static inline void tdax_count(enum tdax_stat s, uint64_t n)
 {
 	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);
 }
+
+/* One line on stderr, "tdax[PID]: " and fmt with a and b (unless quiet). */
+void tdax_warn(const char *fmt, const char *a, const char *b);
 
 /* Count a fallback and say so once per process and reason (unless quiet). */
 void tdax_fallback(enum tdax_fallback why, const char *path);

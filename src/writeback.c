@@ -8,6 +8,7 @@
 #include "policy.h"
 #include "runtime.h"
 #include "trace.h"
+#include "watch.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +23,8 @@ static _Atomic int kicked;
 void tdax_writeback_pass(int all)
 {
 	struct tdax_device *dev = tdax_rt.dev;
+	if (!tdax_watch_check())
+		return; /* the region is gone: nothing of it to write back or use */
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
