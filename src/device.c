@@ -409,10 +409,11 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 	if (fd < 0)
 		return errno == ELOOP ? symlink_error(path, err)
 				      : open_error(path, "open the device region", err);
-	if (fstat(fd, st) != 0 || (!S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode)) ||
-	    check_owner(path, st, flags, err)) {
-		if (!S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode))
-			kind_error(path, err);
+	int rc = fstat(fd, st) != 0
+		? tdax_errf(err, "%s: cannot inspect the opened region: %s", path, strerror(errno))
+		: !S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) ? kind_error(path, err)
+		: check_owner(path, st, flags, err);
+	if (rc) {
 		close(fd);
 		return -1;
 	}
@@ -443,10 +444,10 @@ static void remove_made(const char *path, const struct stat *made)
 }
 
 /* The file of an emulated or fsdax region: a new one (O_EXCL, never through a
- * link), or with --force an existing one the caller owns that is a tdax
- * region or empty. Its descriptor, or -1 with err. */
+ * link; *made is set), or with --force an existing one the caller owns that
+ * is a tdax region or empty. Its descriptor, or -1 with err. */
 static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struct stat *st,
-			    struct tdax_err *err)
+			    bool *made, struct tdax_err *err)
 {
 	struct stat lst;
 	if (lstat(o->path, &lst) != 0) {
@@ -466,6 +467,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 			unlink(o->path);
 			return tdax_errf(err, "%s: cannot inspect the new file: %s", o->path, strerror(e));
 		}
+		*made = true;
 		return fd;
 	}
 	if (S_ISLNK(lst.st_mode))
@@ -504,13 +506,14 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	mode_t mode = (o->mode ? o->mode : 0600) & 0777;
 	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
 	bool file = o->backend != TDAX_BACKEND_DEVDAX;
+	bool made = false; /* a file this create made or emptied: removed if it fails */
 	uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
 
 	snprintf(dev.path, sizeof(dev.path), "%s", o->path);
 	if (file && check_geometry(o->path, cap & ~(uint64_t)4095, seg, err))
 		return -1;
 	if (file) {
-		dev.fd = open_region_file(o, mode, &st, err);
+		dev.fd = open_region_file(o, mode, &st, &made, err);
 	} else if (lstat(o->path, &st) != 0 && errno == ENOENT) {
 		return tdax_errf(err, "%s: no such device; devdax needs an existing /dev/daxX.Y",
 				 o->path);
@@ -528,10 +531,12 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	if (dev.fd < 0)
 		return -1;
 	if (file) {
-		/* From here on the file is ours to remove if the create fails. */
 		int rc = check_backend_path(o->path, dev.fd, &st, o->backend, err) ? -1 : 0;
+		if (rc == 0 && ftruncate(dev.fd, 0) != 0)
+			rc = errno;
+		made |= rc == 0;
 		if (rc == 0)
-			rc = ftruncate(dev.fd, 0) == 0 ? posix_fallocate(dev.fd, 0, (off_t)cap) : errno;
+			rc = posix_fallocate(dev.fd, 0, (off_t)cap);
 		if (rc == 0 && o->set_owner && fchown(dev.fd, o->owner, o->group) != 0)
 			rc = errno;
 		if (rc == 0 && fchmod(dev.fd, mode) != 0)
@@ -540,13 +545,14 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 			if (rc > 0)
 				tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s",
 					  o->path, (unsigned long long)cap, strerror(rc));
-			remove_made(o->path, &st);
+			if (made)
+				remove_made(o->path, &st);
 			close(dev.fd);
 			return -1;
 		}
 	}
 	if (map_region(&dev, TDAX_OPEN_NO_PREFAULT, err)) {
-		if (file)
+		if (made)
 			remove_made(o->path, &st);
 		unmap_region(&dev);
 		return -1;
@@ -554,7 +560,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
 	cap &= ~(uint64_t)4095;
 	if (check_geometry(o->path, cap, seg, err)) {
-		if (file)
+		if (made)
 			remove_made(o->path, &st);
 		unmap_region(&dev);
 		return -1;

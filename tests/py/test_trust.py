@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import uuid
@@ -180,6 +181,14 @@ def test_a_failed_create_leaves_nothing(device):
     assert "cannot hold 4 segments" in p.stderr and not os.path.lexists(device)
     p = run(TDAX, "device", "create", "--device", device, "--size", "1M", check=1)
     assert "too small" in p.stderr and not os.path.lexists(device)
+
+
+def test_a_refused_create_force_keeps_what_was_there(device, diskdir):
+    run(TDAX, "device", "create", "--device", device, "--size", "16M", check=0)
+    region = diskdir / "region"  # a region file, copied to a file system it cannot live on
+    shutil.copyfile(device, region)
+    p = run(TDAX, "device", "create", "--device", region, "--force", check=1)
+    assert "tmpfs" in p.stderr and digest(region) == digest(device)
 
 
 def test_create_force_and_destroy_refuse_a_region_in_use(dev, diskdir):
