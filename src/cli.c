@@ -17,19 +17,40 @@
 
 const char *default_device(void)
 {
-	const char *d = getenv("TDAX_DEVICE");
-	return d && *d ? d : TDAX_DEFAULT_DEVICE;
+	const char *d = secure_getenv("TDAX_DEVICE");
+	return d && *d ? d : tdax_default_device();
 }
 
 int open_flags(void)
 {
-	const char *s = getenv("TDAX_ALLOW_SHARED");
+	const char *s = secure_getenv("TDAX_ALLOW_SHARED");
 	return TDAX_OPEN_NO_PREFAULT | (s && strcmp(s, "1") == 0 ? TDAX_OPEN_ALLOW_SHARED : 0);
+}
+
+int admin_flags(const char *path)
+{
+	bool named = strcmp(path, tdax_default_device()) != 0;
+	return open_flags() | (geteuid() == 0 && named ? TDAX_OPEN_ANY_OWNER : 0);
+}
+
+void text_str(FILE *f, const char *s, size_t max)
+{
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\')
+			fputs("\\\\", f);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\x%02x", c);
+		else
+			fputc(c, f);
+	}
 }
 
 int fail(const struct tdax_err *e)
 {
-	fprintf(stderr, "tdax: %s\n", e->msg);
+	fputs("tdax: ", stderr);
+	text_str(stderr, e->msg, sizeof(e->msg));
+	fputc('\n', stderr);
 	return EXIT_FAIL;
 }
 
@@ -49,7 +70,7 @@ void json_str(FILE *f, const char *s)
 		unsigned char c = (unsigned char)*s;
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
+		else if (c < 0x20 || c == 0x7f)
 			fprintf(f, "\\u%04x", c);
 		else
 			fputc(c, f);
@@ -66,7 +87,7 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		{ "device", required_argument, 0, 'd' }, { "json", no_argument, 0, 'j' },
 		{ "force", no_argument, 0, 'f' }, { "power-failure", no_argument, 0, 'p' },
 		{ "discard-unmatched", no_argument, 0, 'x' }, { "verbose", no_argument, 0, 'v' },
-		{ "help", no_argument, 0, 'h' },
+		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -75,6 +96,10 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		if (c == 'h') {
 			fputs(help, stdout);
 			return EXIT_OK;
+		}
+		if (c == 'a') {
+			setenv("TDAX_ALLOW_SHARED", "1", 1); /* the same as the variable, for every open */
+			continue;
 		}
 		if (c == '?' || !strchr(allowed, c))
 			return usage_error(cmd, "%s", "unknown or misplaced option");
@@ -99,7 +124,7 @@ int open_dev_args(const char *cmd, const char *help, int argc, char **argv, cons
 	if (rc >= 0)
 		return rc;
 	struct tdax_err e;
-	if (tdax_device_open(a->path, open_flags(), dev, &e))
+	if (tdax_device_open(a->path, admin_flags(a->path), dev, &e))
 		return fail(&e);
 	return -1;
 }
@@ -176,7 +201,8 @@ static const char main_help[] =
 	"  trace info|dump  read a trace made by tdax run --trace\n"
 	"  sim TRACE        replay a trace through the policies (tdax sim --help)\n"
 	"\n"
-	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE ".\n"
+	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE_HELP " (UID:\n"
+	"your user id). A region another user owns is refused unless --allow-shared.\n"
 	"Exit status: 0 success, 1 failure (the message says what and what to do),\n"
 	"2 bad usage, 3 recovery left some records in the device.\n";
 

@@ -14,7 +14,16 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
 
 const char *default_device(void);
+/* Flags to open a device with: TDAX_ALLOW_SHARED (or --allow-shared) allows
+ * a region other users own or can write. admin_flags adds, for root naming a
+ * region other than its own default, leave to inspect, recover or remove any
+ * user's region (recovery acts as the region's owner). */
 int open_flags(void);
+int admin_flags(const char *path);
+/* Print at most max bytes of s for a terminal: bytes outside printable ASCII
+ * as \xNN, a backslash as \\, so no file name can move the cursor or clear
+ * the screen. */
+void text_str(FILE *f, const char *s, size_t max);
 int fail(const struct tdax_err *e);
 int usage_error(const char *cmd, const char *fmt, const char *arg);
 void json_str(FILE *f, const char *s);

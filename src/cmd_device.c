@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -28,7 +29,7 @@ static const char create_help[] =
 	"                          [--force]\n"
 	"\n"
 	"Create and format a device region.\n"
-	"  --device PATH        region path (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE ")\n"
+	"  --device PATH        region path (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ")\n"
 	"  --backend B          emulated (default: a file on tmpfs/hugetlbfs; persistence is\n"
 	"                       simulated), fsdax (a file on a -o dax mount), devdax (/dev/daxX.Y)\n"
 	"  --size SIZE          capacity, e.g. 256M, 1G (default 256M; devdax: whole device)\n"
@@ -36,29 +37,71 @@ static const char create_help[] =
 	"  --bandwidth MBPS     emulated: cap on copy bandwidth into the region, MB/s (0 = none)\n"
 	"  --segment-size SIZE  log segment size (default 1M; one writer thread per segment)\n"
 	"  --owner USER[:GROUP] owner of the region file, so a database user can use it\n"
-	"  --mode OCTAL         permissions of the region file (default 0600)\n"
-	"  --force              reformat an existing region (its records are lost)\n";
+	"                       (names or numeric ids)\n"
+	"  --mode OCTAL         permissions of the region file (default 0600; a mode that lets\n"
+	"                       any user write it is refused)\n"
+	"  --force              reformat an existing tdax region of yours that no process is\n"
+	"                       using (its records are lost); never another file\n";
 
+/* A whole decimal number that is a valid uid/gid (not -1). */
+static bool parse_id(const char *s, unsigned *id)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || errno || s[0] == '-' || v >= UINT32_MAX)
+		return false;
+	*id = (unsigned)v;
+	return true;
+}
+
+/* USER[:GROUP], each a name or a number; a numeric user with no passwd
+ * entry keeps the file's group unless GROUP is given. */
 static int parse_owner(const char *s, struct tdax_create_opts *o)
 {
 	char user[256];
+	unsigned id;
 	snprintf(user, sizeof(user), "%s", s);
 	char *grp = strchr(user, ':');
 	if (grp)
 		*grp++ = '\0';
 	struct passwd *pw = getpwnam(user);
-	if (!pw)
+	if (!pw && parse_id(user, &id))
+		pw = getpwuid(id);
+	if (pw) {
+		o->owner = pw->pw_uid;
+		o->group = pw->pw_gid;
+	} else if (parse_id(user, &id)) {
+		o->owner = id;
+		o->group = (gid_t)-1;
+	} else {
 		return -1;
-	o->owner = pw->pw_uid;
-	o->group = pw->pw_gid;
+	}
 	if (grp) {
 		struct group *gr = getgrnam(grp);
-		if (!gr)
+		if (gr)
+			o->group = gr->gr_gid;
+		else if (parse_id(grp, &id))
+			o->group = id;
+		else
 			return -1;
-		o->group = gr->gr_gid;
 	}
 	o->set_owner = true;
 	return 0;
+}
+
+/* The pid of a live process using the region at path, or 0 (also when it
+ * cannot be opened as a region: the caller's own checks say why). */
+static uint32_t user_of(const char *path)
+{
+	struct tdax_err e;
+	struct tdax_device *dev;
+	if (tdax_device_open(path, open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
+			     &dev, &e))
+		return 0;
+	uint32_t pid = tdax_log_live_owner(dev);
+	tdax_device_close(dev);
+	return pid;
 }
 
 int cmd_device_create(int argc, char **argv)
@@ -103,9 +146,14 @@ int cmd_device_create(int argc, char **argv)
 				return usage_error("device create", "unknown user or group in '%s'", optarg);
 			break;
 		case 'm':
-			o.mode = (mode_t)strtoul(optarg, &end, 8);
-			if (*end || o.mode == 0 || o.mode > 07777)
+			v = strtoull(optarg, &end, 8);
+			if (!*optarg || *end || v > 07777 || (v & 0777) == 0)
 				return usage_error("device create", "bad --mode '%s' (octal, e.g. 0660)", optarg);
+			o.mode = (mode_t)v & 0777;
+			if (o.mode & S_IWOTH)
+				return usage_error("device create", "--mode %s lets any user write the region "
+					"and forge records in it; use 0600, or 0660 with --owner USER:GROUP "
+					"to share it with a group", optarg);
 			break;
 		case 'f': o.force = true; break;
 		case 'h': fputs(create_help, stdout); return EXIT_OK;
@@ -116,14 +164,32 @@ int cmd_device_create(int argc, char **argv)
 		return usage_error("device create", "unexpected argument '%s'", argv[optind]);
 	if (o.backend != TDAX_BACKEND_EMULATED && (o.persist_cost_ns || o.bandwidth_mbps))
 		return usage_error("device create", "%s", "--persist-cost and --bandwidth are for the emulated backend");
+	if (o.mode & S_IWGRP)
+		fprintf(stderr, "tdax: warning: --mode %04o lets the file's group write the region: its "
+			"members can forge or erase records; use 0600 unless you trust them all\n",
+			(unsigned)o.mode);
+	if (o.mode & S_IROTH)
+		fprintf(stderr, "tdax: warning: --mode %04o lets any user read the region, that is "
+			"what is written through it; use 0600 or 0660\n", (unsigned)o.mode);
+	uint32_t pid = o.force ? user_of(o.path) : 0;
+	if (pid) {
+		fputs("tdax: ", stderr);
+		text_str(stderr, o.path, PATH_MAX);
+		fprintf(stderr, ": process %u is using this region; refusing to reformat it under "
+			"a running application. Stop it first (--force never touches a region in "
+			"use)\n", pid);
+		return EXIT_FAIL;
+	}
 	struct tdax_err e;
 	if (tdax_device_create(&o, &e))
 		return fail(&e);
 	struct tdax_device *dev;
-	if (tdax_device_open(o.path, open_flags() | TDAX_OPEN_ALLOW_SHARED, &dev, &e))
+	if (tdax_device_open(o.path, open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
+			     &dev, &e))
 		return fail(&e);
-	printf("created %s device at %s: %llu MiB, %u log segments of %u KiB\n",
-	       tdax_backend_name(dev->backend), o.path,
+	printf("created %s device at ", tdax_backend_name(dev->backend));
+	text_str(stdout, o.path, PATH_MAX);
+	printf(": %llu MiB, %u log segments of %u KiB\n",
 	       (unsigned long long)(dev->sb->capacity >> 20), dev->sb->nsegs, dev->sb->seg_size >> 10);
 	if (dev->backend == TDAX_BACKEND_EMULATED)
 		printf("note: emulated persistence survives process crashes and simulated power "
@@ -201,8 +267,10 @@ int cmd_device_info(int argc, char **argv)
 		json_counters(dev);
 		printf("}\n");
 	} else {
-		printf("device:      %s\nbackend:     %s (%s)\nuuid:        %s\n", a.path,
-		       tdax_backend_name(dev->backend), persistence, uuid);
+		printf("device:      ");
+		text_str(stdout, a.path, PATH_MAX);
+		printf("\nbackend:     %s (%s)\nuuid:        %s\n", tdax_backend_name(dev->backend),
+		       persistence, uuid);
 		printf("capacity:    %llu MiB, %u segments of %u KiB (%u free, %u in use, %u sealed)\n",
 		       (unsigned long long)(sb->capacity >> 20), sb->nsegs, sb->seg_size >> 10,
 		       lu.segs_free, lu.segs_owned, lu.segs_sealed);
@@ -211,8 +279,9 @@ int cmd_device_info(int argc, char **argv)
 		       (unsigned long long)(lu.capacity >> 10), (unsigned long long)lc.records,
 		       (unsigned long long)lc.bytes);
 		printf("files:       %u registered (of %u)\n", files, sb->max_files);
-		printf("state:       %s; last used in boot %s%s\n", state, dev->st->boot_id,
-		       changed ? " (not this boot: run 'tdax recover' to replay)" : " (this boot)");
+		printf("state:       %s; last used in boot ", state);
+		text_str(stdout, dev->st->boot_id, sizeof(dev->st->boot_id));
+		printf("%s\n", changed ? " (not this boot: run 'tdax recover' to replay)" : " (this boot)");
 		printf("syncs:       %llu answered in the device, %llu by the kernel\n",
 		       (unsigned long long)atomic_load(&tdax_stats(dev)[TDAX_ST_LIGHT_SYNCS]),
 		       (unsigned long long)atomic_load(&tdax_stats(dev)[TDAX_ST_REAL_SYNCS]));
@@ -230,7 +299,8 @@ static const char destroy_help[] =
 	"\n"
 	"Remove a device region (a devdax device has its header wiped). Refuses while\n"
 	"the log holds records that are not on flash yet: run 'tdax recover' first,\n"
-	"or pass --force to throw them away.\n";
+	"or pass --force to throw them away. Never removes a region a process is using,\n"
+	"nor a file that is not a tdax region (not even with --force).\n";
 
 int cmd_device_destroy(int argc, char **argv)
 {
@@ -240,7 +310,7 @@ int cmd_device_destroy(int argc, char **argv)
 		return rc;
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags() | TDAX_OPEN_ALLOW_SHARED, &dev, &e)) {
+	if (tdax_device_open(a.path, admin_flags(a.path) | TDAX_OPEN_ALLOW_SHARED, &dev, &e)) {
 		if (!a.force)
 			return fail(&e);
 	} else {
@@ -248,17 +318,24 @@ int cmd_device_destroy(int argc, char **argv)
 		tdax_log_scan(dev, &(struct tdax_scan_cb){ count_live, NULL, &lc });
 		uint32_t pid = tdax_log_live_owner(dev);
 		tdax_device_close(dev);
-		if (!a.force && (lc.records || pid)) {
-			fprintf(stderr, "tdax: %s: %llu records are not on flash yet%s; run 'tdax recover "
-				"--device %s' first, or pass --force to lose them\n", a.path,
-				(unsigned long long)lc.records, pid ? " and a process is using it" : "",
-				a.path);
+		if (pid || (!a.force && lc.records)) {
+			fputs("tdax: ", stderr);
+			text_str(stderr, a.path, PATH_MAX);
+			if (pid)
+				fprintf(stderr, ": process %u is using this region; stop it first (not even "
+					"--force removes a region in use)\n", pid);
+			else
+				fprintf(stderr, ": %llu records are not on flash yet; run 'tdax recover "
+					"--device PATH' first, or pass --force to lose them\n",
+					(unsigned long long)lc.records);
 			return EXIT_FAIL;
 		}
 	}
 	if (tdax_device_destroy(a.path, &e))
 		return fail(&e);
-	printf("destroyed %s\n", a.path);
+	printf("destroyed ");
+	text_str(stdout, a.path, PATH_MAX);
+	printf("\n");
 	return EXIT_OK;
 }
 
@@ -311,7 +388,9 @@ static void print_report_json(const char *path, const struct tdax_recover_report
 
 static void print_report_text(const char *path, const struct tdax_recover_report *r)
 {
-	printf("tdax recover %s: %s mode (%s)\n", path, r->replay ? "replay" : "checkpoint",
+	printf("tdax recover ");
+	text_str(stdout, path, PATH_MAX);
+	printf(": %s mode (%s)\n", r->replay ? "replay" : "checkpoint",
 	       r->replay ? "page cache lost: records applied to files"
 			 : "same boot: files synced, nothing replayed");
 	printf("  %llu live records in %u files; %llu applied (%llu bytes); %u dead writers' "
@@ -319,8 +398,11 @@ static void print_report_text(const char *path, const struct tdax_recover_report
 	       (unsigned long long)r->applied, (unsigned long long)r->bytes, r->sealed, r->seconds);
 	for (uint32_t i = 0; i < r->nfiles; i++) {
 		const struct tdax_recover_file *f = &r->files[i];
-		printf("  %-13s %s: %llu records%s%s\n", tdax_outcome_name(f->outcome), f->path,
-		       (unsigned long long)f->records, f->reason[0] ? ": " : "", f->reason);
+		printf("  %-13s ", tdax_outcome_name(f->outcome));
+		text_str(stdout, f->path, sizeof(f->path));
+		printf(": %llu records%s", (unsigned long long)f->records, f->reason[0] ? ": " : "");
+		text_str(stdout, f->reason, sizeof(f->reason));
+		printf("\n");
 	}
 	printf("  %llu corrupt records skipped, %llu torn tails (writes in flight)\n",
 	       (unsigned long long)r->corrupt, (unsigned long long)r->torn);
@@ -361,25 +443,29 @@ int cmd_recover(int argc, char **argv)
 
 static const char run_help[] =
 	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] [--trace FILE]\n"
-	"                -- CMD [ARGS...]\n"
+	"                [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
 	"device are answered there; everything else goes to the kernel as usual.\n"
-	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE ";\n"
+	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ";\n"
 	"                  the default one is created on first use, emulated on /dev/shm)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
 	"                  'tdax get'), always (log every write), never (track, never upgrade)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
 	"                  for 'tdax trace' and 'tdax sim'\n"
+	"  --allow-shared  accept a region another user owns or any user can write\n"
+	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
+	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
+	"kernel) and one line on stderr says why.\n"
 	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
-	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if tdax could not start it.\n";
+	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if libtdax.so is missing.\n";
 
 /* build/bin/tdax -> build/lib/libtdax.so (or $TDAX_LIB). */
 static int find_library(char *out, size_t len)
 {
-	const char *env = getenv("TDAX_LIB");
+	const char *env = secure_getenv("TDAX_LIB");
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
 		return access(out, R_OK);
@@ -396,34 +482,33 @@ static int find_library(char *out, size_t len)
 }
 
 /* Open (creating the default device on first use) and bring it up to date,
- * so that problems are reported here, before the application starts. */
-static int prepare_device(const char *path, bool explicit_path)
+ * so that problems are reported here, before the application starts. 0, or
+ * -1 with err: the application then runs without tdax. */
+static int prepare_device(const char *path, bool explicit_path, struct tdax_err *e)
 {
-	struct tdax_err e;
-	if (!explicit_path && access(path, F_OK) != 0) {
+	struct stat st;
+	if (!explicit_path && lstat(path, &st) != 0 && errno == ENOENT) {
 		struct tdax_create_opts o = { .path = path, .backend = TDAX_BACKEND_EMULATED };
-		if (tdax_device_create(&o, &e))
-			return fail(&e);
+		if (tdax_device_create(&o, e))
+			return -1;
 		fprintf(stderr, "tdax: created the default device %s (emulated on /dev/shm: it "
 			"survives process crashes and simulated power failures, not real power loss)\n",
 			path);
 	}
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, &e))
-		return fail(&e);
-	int rc = EXIT_OK;
+	if (tdax_device_open(path, open_flags(), &dev, e))
+		return -1;
+	int rc = 0;
 	if (tdax_device_boot_changed(dev)) {
 		struct tdax_recover_report r;
-		rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
-		if (rc < 0) {
-			rc = fail(&e);
-		} else {
+		rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, e);
+		if (rc >= 0) {
 			fprintf(stderr, "tdax: the machine restarted since %s was last used: replayed %llu "
 				"records onto %u files\n", path, (unsigned long long)r.applied, r.nfiles);
 			if (rc > 0)
 				fprintf(stderr, "tdax: some files keep their records; see 'tdax recover "
 					"--device %s'\n", path);
-			rc = EXIT_OK;
+			rc = 0;
 			tdax_recover_report_free(&r);
 		}
 	}
@@ -431,12 +516,46 @@ static int prepare_device(const char *path, bool explicit_path)
 	return rc;
 }
 
+/* The environment that preloads libtdax.so on the region at path. */
+static int start_with_tdax(const char *path, const char *libabs, const char *policy, bool quiet,
+			   const char *trace, struct tdax_err *e)
+{
+	char abs[PATH_MAX];
+	if (!realpath(path, abs))
+		return tdax_errf(e, "%s: cannot resolve the device path: %s", path, strerror(errno));
+	const char *pre = secure_getenv("LD_PRELOAD");
+	char preload[2 * PATH_MAX];
+	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
+	setenv("LD_PRELOAD", preload, 1);
+	setenv("TDAX_DEVICE", abs, 1);
+	if (policy)
+		setenv("TDAX_POLICY", policy, 1);
+	if (quiet)
+		setenv("TDAX_QUIET", "1", 1);
+	if (trace) {
+		struct tdax_device *dev;
+		char tabs[PATH_MAX];
+		if (tdax_device_open(abs, open_flags(), &dev, e))
+			return -1;
+		int rc = tdax_trace_create(trace, dev, e);
+		tdax_device_close(dev);
+		if (rc)
+			return -1;
+		if (!realpath(trace, tabs))
+			return tdax_errf(e, "%s: cannot resolve the trace path: %s", trace,
+					 strerror(errno));
+		setenv("TDAX_TRACE", tabs, 1);
+	}
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
 		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	const char *device = NULL, *policy = NULL, *trace = NULL;
 	bool quiet = false;
@@ -451,6 +570,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'q': quiet = true; break;
 		case 't': trace = optarg; break;
+		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
 		case 'h': fputs(run_help, stdout); return EXIT_OK;
 		default: return usage_error("run", "%s", "bad option");
 		}
@@ -458,37 +578,21 @@ int cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
 	const char *path = device ? device : default_device();
-	char abs[PATH_MAX], lib[PATH_MAX + 32], libabs[PATH_MAX];
-	if (find_library(lib, sizeof(lib)) != 0) {
+	char lib[PATH_MAX + 32], libabs[PATH_MAX];
+	if (find_library(lib, sizeof(lib)) != 0 || !realpath(lib, libabs)) {
 		fprintf(stderr, "tdax: cannot find libtdax.so next to this tdax (%s); run 'make' or set "
 			"TDAX_LIB\n", lib);
 		return EXIT_FAIL;
 	}
-	int rc = prepare_device(path, device != NULL || getenv("TDAX_DEVICE"));
-	if (rc != EXIT_OK)
-		return rc;
-	if (!realpath(path, abs) || !realpath(lib, libabs))
-		return fail(&(struct tdax_err){ "cannot resolve the device or library path" });
-	const char *pre = getenv("LD_PRELOAD");
-	char preload[2 * PATH_MAX];
-	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
-	setenv("LD_PRELOAD", preload, 1);
-	setenv("TDAX_DEVICE", abs, 1);
-	if (policy)
-		setenv("TDAX_POLICY", policy, 1);
-	if (quiet)
-		setenv("TDAX_QUIET", "1", 1);
-	if (trace) {
-		struct tdax_err e;
-		struct tdax_device *dev;
-		char tabs[PATH_MAX];
-		if (tdax_device_open(abs, open_flags(), &dev, &e))
-			return fail(&e);
-		rc = tdax_trace_create(trace, dev, &e);
-		tdax_device_close(dev);
-		if (rc || !realpath(trace, tabs))
-			return fail(&e);
-		setenv("TDAX_TRACE", tabs, 1);
+	struct tdax_err e;
+	if (prepare_device(path, device != NULL || secure_getenv("TDAX_DEVICE"), &e) != 0) {
+		fputs("tdax: ", stderr);
+		text_str(stderr, e.msg, sizeof(e.msg));
+		fputs("; starting ", stderr);
+		text_str(stderr, argv[optind], PATH_MAX);
+		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
+	} else if (start_with_tdax(path, libabs, policy, quiet, trace, &e) != 0) {
+		return fail(&e);
 	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));

@@ -81,7 +81,9 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
 	uint64_t light = atomic_load(&c[TDAX_ST_LIGHT_SYNCS]), real = atomic_load(&c[TDAX_ST_REAL_SYNCS]);
-	printf("device %s (%s): log %.1f of %.1f MiB used (%.1f%%)\n", dev->path,
+	printf("device ");
+	text_str(stdout, dev->path, sizeof(dev->path));
+	printf(" (%s): log %.1f of %.1f MiB used (%.1f%%)\n",
 	       tdax_backend_name(dev->backend), (double)u.used / 1048576.0,
 	       (double)u.capacity / 1048576.0, u.capacity ? 100.0 * (double)u.used / (double)u.capacity : 0.0);
 	printf("syncs: %llu lightweight, %llu real (%.1f%% lightweight)\n", (unsigned long long)light,
@@ -111,7 +113,9 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 		const struct tdax_file *file = tdax_file_at(dev, f);
 		if (!tdax_file_valid(file))
 			continue;
-		printf("  %4u/%-4u %s\n", fr[f].logged, fr[f].total, file->path);
+		printf("  %4u/%-4u ", fr[f].logged, fr[f].total);
+		text_str(stdout, file->path, sizeof(file->path));
+		printf("\n");
 		if (verbose)
 			print_ranges(dev, f, false, &t);
 	}
@@ -195,7 +199,8 @@ int cmd_top(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, 0, 'd' }, { "interval", required_argument, 0, 'i' },
 		{ "count", required_argument, 0, 'n' }, { "verbose", no_argument, 0, 'v' },
-		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	const char *path = default_device();
 	uint64_t interval = 1000, count = 0;
@@ -213,13 +218,14 @@ int cmd_top(int argc, char **argv)
 				return usage_error("top", "bad --count '%s'", optarg);
 			break;
 		case 'v': verbose = true; break;
+		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
 		case 'h': fputs(top_help, stdout); return EXIT_OK;
 		default: return usage_error("top", "%s", "bad option");
 		}
 	}
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, &e))
+	if (tdax_device_open(path, admin_flags(path), &dev, &e))
 		return fail(&e);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -258,7 +264,7 @@ int cmd_get(int argc, char **argv)
 		return usage_error("get", "unknown tunable '%s'", key);
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags(), &dev, &e))
+	if (tdax_device_open(a.path, admin_flags(a.path), &dev, &e))
 		return fail(&e);
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
@@ -296,17 +302,9 @@ int cmd_set(int argc, char **argv)
 			return usage_error("set", "'%s' is not KEY=VALUE", argv[i]);
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(a.path, open_flags(), &dev, &e))
+	if (tdax_device_open(a.path, admin_flags(a.path), &dev, &e))
 		return fail(&e);
-	rc = EXIT_OK;
-	for (int i = optind; i < argc && rc == EXIT_OK; i++) {
-		char kv[256];
-		snprintf(kv, sizeof(kv), "%s", argv[i]);
-		char *eq = strchr(kv, '=');
-		*eq = '\0';
-		if (tdax_control_set(dev, kv, eq + 1, &e))
-			rc = fail(&e);
-	}
+	rc = tdax_control_set(dev, argv + optind, argc - optind, &e) ? fail(&e) : EXIT_OK;
 	tdax_device_close(dev);
 	return rc;
 }

@@ -4,6 +4,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,32 +61,50 @@ uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i)
 	}
 }
 
-int tdax_control_set(struct tdax_device *dev, const char *name, const char *value,
-		     struct tdax_err *err)
+/* Parse one NAME=VALUE into t; 0, or -1 with err. */
+static int parse_one(struct tdax_tunables *t, const char *kv, struct tdax_err *err)
 {
+	const char *eq = strchr(kv, '=');
+	size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
 	int i = 0;
-	while (i < 6 && strcmp(tdax_tunable_names[i].name, name) != 0)
+	while (i < 6 && (strlen(tdax_tunable_names[i].name) != len ||
+			 strncmp(tdax_tunable_names[i].name, kv, len) != 0))
 		i++;
-	if (i == 6)
-		return tdax_errf(err, "unknown tunable '%s' (see 'tdax get')", name);
+	if (!eq || i == 6)
+		return tdax_errf(err, "unknown tunable '%.*s' (see 'tdax get'); nothing was changed",
+				 (int)len, kv);
+	const char *value = eq + 1;
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(value, &end, 10);
 	if (errno || end == value || *end || value[0] == '-' || v > UINT32_MAX)
-		return tdax_errf(err, "%s: '%s' is not a whole number", name, value);
+		return tdax_errf(err, "%s: '%s' is not a whole number; nothing was changed",
+				 tdax_tunable_names[i].name, value);
+	switch (i) {
+	case 0: t->upgrade_pct = (uint32_t)v; break;
+	case 1: t->downgrade_pct = (uint32_t)v; break;
+	case 2: t->write_threshold = (uint32_t)v; break;
+	case 3: t->gran_order = (uint32_t)v; break;
+	case 4: t->wb_window_ns = v * 1000000u; break;
+	default: t->wr_window_ns = v * 1000000u; break;
+	}
+	return 0;
+}
+
+int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err)
+{
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	switch (i) {
-	case 0: t.upgrade_pct = (uint32_t)v; break;
-	case 1: t.downgrade_pct = (uint32_t)v; break;
-	case 2: t.write_threshold = (uint32_t)v; break;
-	case 3: t.gran_order = (uint32_t)v; break;
-	case 4: t.wb_window_ns = v * 1000000u; break;
-	default: t.wr_window_ns = v * 1000000u; break;
-	}
+	for (int i = 0; i < n; i++)
+		if (parse_one(&t, kv[i], err))
+			return -1;
 	const char *bad = tdax_tunables_check(&t);
-	if (bad)
-		return tdax_errf(err, "%s=%s refused: %s; nothing was changed", name, value, bad);
+	if (bad) {
+		char all[256] = "";
+		for (int i = 0, len = 0; i < n && len < (int)sizeof(all); i++)
+			len += snprintf(all + len, sizeof(all) - (size_t)len, "%s%s", i ? " " : "", kv[i]);
+		return tdax_errf(err, "%s refused: %s; nothing was changed", all, bad);
+	}
 	put(dev, &t);
 	return 0;
 }

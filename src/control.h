@@ -41,9 +41,9 @@ struct tdax_tunable_info {
 extern const struct tdax_tunable_info tdax_tunable_names[6];
 uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i);
 
-/* Set name=value in the device; 0, or -1 with err (unknown key, bad value,
- * or a set that fails validation). */
-int tdax_control_set(struct tdax_device *dev, const char *name, const char *value,
-		     struct tdax_err *err);
+/* Set every KEY=VALUE of kv[0..n) in the device, or none: all are parsed and
+ * the resulting set validated before anything is stored. 0, or -1 with err
+ * (unknown key, bad value, or a set that fails validation). */
+int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err);
 
 #endif

@@ -51,6 +51,13 @@ int tdax_backend_parse(const char *s, enum tdax_backend *out)
 	return -1;
 }
 
+const char *tdax_default_device(void)
+{
+	static char path[48];
+	snprintf(path, sizeof(path), "/dev/shm/tdax-%u", (unsigned)geteuid());
+	return path;
+}
+
 static uint32_t super_crc(const struct tdax_super *sb)
 {
 	return tdax_crc32c(0, sb, offsetof(struct tdax_super, crc));
@@ -78,23 +85,29 @@ void tdax_persist(const struct tdax_device *dev, const void *p, size_t n)
 	tdax_drain(dev, 0);
 }
 
-/* statfs of path, or of its directory when path does not exist yet. */
-static int fs_type(const char *path, long *type, struct tdax_err *err)
+/* The file system of fd, or (fd < 0: before path is created) of its directory. */
+static int fs_type(const char *path, int fd, long *type, struct tdax_err *err)
 {
 	struct statfs sf;
-	if (statfs(path, &sf) != 0) {
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", path);
-		if (errno != ENOENT || statfs(dirname(dir), &sf) != 0)
-			return tdax_errf(err, "%s: cannot inspect its file system: %s", path, strerror(errno));
-	}
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((fd >= 0 ? fstatfs(fd, &sf) : statfs(dirname(dir), &sf)) != 0)
+		return tdax_errf(err, "%s: cannot inspect its file system: %s", path, strerror(errno));
 	*type = (long)sf.f_type;
 	return 0;
 }
 
-/* Refuse a path whose file type or file system does not fit the backend. */
-static int check_backend_path(const char *path, const struct stat *st, enum tdax_backend b,
-			      struct tdax_err *err)
+static int kind_error(const char *path, struct tdax_err *err)
+{
+	return tdax_errf(err, "%s: is neither a regular file nor a character device; point "
+		"--device at a file on /dev/shm (emulated), on a -o dax mount (fsdax), or at "
+		"/dev/daxX.Y (devdax)", path);
+}
+
+/* Refuse a region whose file type or file system does not fit the backend:
+ * st and fd describe the opened region, or (NULL, -1) a file not made yet. */
+static int check_backend_path(const char *path, int fd, const struct stat *st,
+			      enum tdax_backend b, struct tdax_err *err)
 {
 	if (b == TDAX_BACKEND_DEVDAX) {
 		if (!S_ISCHR(st->st_mode))
@@ -110,16 +123,15 @@ static int check_backend_path(const char *path, const struct stat *st, enum tdax
 		return 0;
 	}
 	if (st && !S_ISREG(st->st_mode))
-		return tdax_errf(err, "%s: is neither a regular file nor a character device; point "
-			"--device at a file on /dev/shm (emulated), on a -o dax mount (fsdax), or at "
-			"/dev/daxX.Y (devdax)", path);
+		return kind_error(path, err);
 	if (b == TDAX_BACKEND_EMULATED) {
 		long type = 0;
-		if (fs_type(path, &type, err))
+		if (fs_type(path, fd, &type, err))
 			return -1;
 		if (type != TMPFS_MAGIC && type != HUGETLBFS_MAGIC)
 			return tdax_errf(err, "%s: the emulated backend needs a file on tmpfs or hugetlbfs "
-				"(for example /dev/shm/tdax); on a -o dax mount use --backend fsdax", path);
+				"(for example /dev/shm/tdax-%u); on a -o dax mount use --backend fsdax",
+				path, (unsigned)geteuid());
 	}
 	return 0;
 }
@@ -141,7 +153,7 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	if (rc == 0)
 		rc = pmem2_source_from_fd(&dev->src, dev->fd);
 	if (rc == 0) {
-		const char *old = getenv("PMEM2_FORCE_GRANULARITY");
+		const char *old = secure_getenv("PMEM2_FORCE_GRANULARITY");
 		char saved[32] = "";
 		if (old)
 			snprintf(saved, sizeof(saved), "%s", old);
@@ -172,7 +184,7 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
 	if (tdax_pmtrace_attach(dev) != 0)
 		return tdax_errf(err, "%s: cannot write the persist-order trace %s: %s", dev->path,
-				 getenv(TDAX_PMTRACE_ENV), strerror(errno));
+				 secure_getenv(TDAX_PMTRACE_ENV), strerror(errno));
 	/* The mapping is all tdax needs from here on: no descriptor of its own
 	 * stays in the application (whose stdout's number it may have been). */
 	struct stat st;
@@ -363,68 +375,205 @@ static int open_error(const char *path, const char *what, struct tdax_err *err)
 	return tdax_errf(err, "%s: cannot %s: %s", path, what, strerror(errno));
 }
 
+static int symlink_error(const char *path, struct tdax_err *err)
+{
+	return tdax_errf(err, "%s: is a symbolic link; tdax never follows a link to its region (it "
+		"could point at another file, or into another user's directory). Give the real path "
+		"with --device, or remove the link if you did not make it; nothing was changed", path);
+}
+
+/* A region that belongs to another user (not root, not us): that user could
+ * read what is written through it and forge or erase its records. */
+static int check_owner(const char *path, const struct stat *st, int flags, struct tdax_err *err)
+{
+	uid_t me = geteuid();
+	if (st->st_uid == 0 || st->st_uid == me ||
+	    (flags & (TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER)))
+		return 0;
+	return tdax_errf(err, "%s: belongs to user %u, not to you (uid %u) or root, so that user "
+		"could read what is written through it and forge or erase its records; refusing it. "
+		"Use a region of your own (the default is /dev/shm/tdax-%u); if you did not put it "
+		"there, have it removed. To trust that user, pass --allow-shared "
+		"(TDAX_ALLOW_SHARED=1)", path, (unsigned)st->st_uid, (unsigned)me, (unsigned)me);
+}
+
+/* Open an existing region for reading and writing: never through a symbolic
+ * link, only a regular file or a character device, owned as check_owner
+ * allows; *st describes what was opened. The descriptor, or -1 with err. */
+static int open_region(const char *path, int flags, struct stat *st, struct tdax_err *err)
+{
+	struct stat lst;
+	if (lstat(path, &lst) != 0) {
+		if (errno == ENOENT)
+			return tdax_errf(err, "%s: no such device region; create it with 'tdax device "
+				"create --device %s'", path, path);
+		return open_error(path, "inspect the device region", err);
+	}
+	if (S_ISLNK(lst.st_mode))
+		return symlink_error(path, err);
+	if (!S_ISREG(lst.st_mode) && !S_ISCHR(lst.st_mode))
+		return kind_error(path, err);
+	if (check_owner(path, &lst, flags, err))
+		return -1;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? symlink_error(path, err)
+				      : open_error(path, "open the device region", err);
+	int rc = fstat(fd, st) != 0
+		? tdax_errf(err, "%s: cannot inspect the opened region: %s", path, strerror(errno))
+		: !S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) ? kind_error(path, err)
+		: check_owner(path, st, flags, err);
+	if (rc) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Is a region of cap bytes with segments of seg bytes possible? */
+static int check_geometry(const char *path, uint64_t cap, uint32_t seg, struct tdax_err *err)
+{
+	if (cap < TDAX_MIN_CAPACITY)
+		return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at least "
+			"%llu bytes (8M)", path, (unsigned long long)cap,
+			(unsigned long long)TDAX_MIN_CAPACITY);
+	if (seg < 4096 || seg % 4096 ||
+	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
+	     (uint64_t)TDAX_DEFAULT_MAX_RANGES * TDAX_RANGE_ENTRY_SIZE) / seg < 4)
+		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
+			"use a larger device or smaller segments", path, (unsigned long long)cap, seg);
+	return 0;
+}
+
+/* Remove the region file a failed create made (or emptied), if path still names it. */
+static void remove_made(const char *path, const struct stat *made)
+{
+	struct stat now;
+	if (lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
+		unlink(path);
+}
+
+/* The file of an emulated or fsdax region: a new one (O_EXCL, never through a
+ * link; *made is set), or with --force an existing one the caller owns that
+ * is a tdax region or empty. Its descriptor, or -1 with err. */
+static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struct stat *st,
+			    bool *made, struct tdax_err *err)
+{
+	struct stat lst;
+	if (lstat(o->path, &lst) != 0) {
+		if (errno != ENOENT)
+			return open_error(o->path, "inspect the device region", err);
+		if (check_backend_path(o->path, -1, NULL, o->backend, err))
+			return -1;
+		int fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0 && errno == EEXIST)
+			return tdax_errf(err, "%s: appeared while tdax was creating it; nothing was "
+				"changed. Look at what it is, then run the command again", o->path);
+		if (fd < 0)
+			return open_error(o->path, "create the device region", err);
+		if (fstat(fd, st) != 0) {
+			int e = errno;
+			close(fd);
+			unlink(o->path);
+			return tdax_errf(err, "%s: cannot inspect the new file: %s", o->path, strerror(e));
+		}
+		*made = true;
+		return fd;
+	}
+	if (S_ISLNK(lst.st_mode))
+		return symlink_error(o->path, err);
+	if (!o->force)
+		return tdax_errf(err, "%s: already exists; refusing to overwrite it (it may hold "
+			"unrecovered data). Run 'tdax recover' and 'tdax device destroy' first, or "
+			"pass --force", o->path);
+	int fd = open_region(o->path, TDAX_OPEN_ANY_OWNER, st, err);
+	if (fd < 0)
+		return -1;
+	int rc = 0;
+	if (!S_ISREG(st->st_mode))
+		rc = check_backend_path(o->path, fd, st, o->backend, err);
+	else if (st->st_uid != geteuid())
+		rc = tdax_errf(err, "%s: belongs to user %u, not to you (uid %u); --force never "
+			"overwrites another user's file. Ask its owner to remove it, or use another "
+			"--device; nothing was changed", o->path, (unsigned)st->st_uid,
+			(unsigned)geteuid());
+	else if (st->st_size != 0 && !has_magic(fd, st))
+		rc = tdax_errf(err, "%s: is not a tdax region (%llu bytes, no tdax header); --force "
+			"reformats only tdax regions, never other files. If the file is not needed, "
+			"remove it (rm %s) and run the command again; nothing was changed", o->path,
+			(unsigned long long)st->st_size, o->path);
+	if (rc) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 {
 	struct tdax_device dev = { .fd = -1, .backend = o->backend };
 	struct stat st;
-	bool exists = stat(o->path, &st) == 0;
-	mode_t mode = o->mode ? o->mode : 0600;
+	mode_t mode = (o->mode ? o->mode : 0600) & 0777;
+	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
+	bool file = o->backend != TDAX_BACKEND_DEVDAX;
+	bool made = false; /* a file this create made or emptied: removed if it fails */
+	uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
 
 	snprintf(dev.path, sizeof(dev.path), "%s", o->path);
-	if (o->backend == TDAX_BACKEND_DEVDAX && !exists)
-		return tdax_errf(err, "%s: no such device; devdax needs an existing /dev/daxX.Y", o->path);
-	if (check_backend_path(o->path, exists ? &st : NULL, o->backend, err))
+	if (file && check_geometry(o->path, cap & ~(uint64_t)4095, seg, err))
 		return -1;
-	if (exists && o->backend != TDAX_BACKEND_DEVDAX && !o->force)
-		return tdax_errf(err, "%s: already exists; refusing to overwrite it (it may hold "
-			"unrecovered data). Run 'tdax recover' and 'tdax device destroy' first, or "
-			"pass --force", o->path);
-
-	int oflags = O_RDWR | O_CLOEXEC | (o->backend == TDAX_BACKEND_DEVDAX ? 0 : O_CREAT);
-	dev.fd = open(o->path, oflags, mode);
-	if (dev.fd < 0)
-		return open_error(o->path, "create the device region", err);
-	if (o->backend == TDAX_BACKEND_DEVDAX && has_magic(dev.fd, &st) && !o->force) {
-		close(dev.fd);
-		return tdax_errf(err, "%s: already holds a tdax device; refusing to reformat it. "
-			"Run 'tdax recover' and 'tdax device destroy' first, or pass --force", o->path);
-	}
-	if (o->backend != TDAX_BACKEND_DEVDAX) {
-		uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
-		if (cap < TDAX_MIN_CAPACITY) {
+	if (file) {
+		dev.fd = open_region_file(o, mode, &st, &made, err);
+	} else if (lstat(o->path, &st) != 0 && errno == ENOENT) {
+		return tdax_errf(err, "%s: no such device; devdax needs an existing /dev/daxX.Y",
+				 o->path);
+	} else {
+		dev.fd = open_region(o->path, TDAX_OPEN_ANY_OWNER, &st, err);
+		if (dev.fd >= 0 && (check_backend_path(o->path, dev.fd, &st, o->backend, err) ||
+				    (has_magic(dev.fd, &st) && !o->force &&
+				     tdax_errf(err, "%s: already holds a tdax device; refusing to reformat "
+					"it. Run 'tdax recover' and 'tdax device destroy' first, or pass "
+					"--force", o->path)))) {
 			close(dev.fd);
-			unlink(o->path);
-			return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at "
-				"least %llu bytes (8M)", o->path, (unsigned long long)cap,
-				(unsigned long long)TDAX_MIN_CAPACITY);
+			dev.fd = -1;
 		}
-		int rc = ftruncate(dev.fd, 0) == 0 ? posix_fallocate(dev.fd, 0, (off_t)cap) : errno;
+	}
+	if (dev.fd < 0)
+		return -1;
+	if (file) {
+		int rc = check_backend_path(o->path, dev.fd, &st, o->backend, err) ? -1 : 0;
+		if (rc == 0 && ftruncate(dev.fd, 0) != 0)
+			rc = errno;
+		made |= rc == 0;
+		if (rc == 0)
+			rc = posix_fallocate(dev.fd, 0, (off_t)cap);
 		if (rc == 0 && o->set_owner && fchown(dev.fd, o->owner, o->group) != 0)
 			rc = errno;
 		if (rc == 0 && fchmod(dev.fd, mode) != 0)
 			rc = errno;
 		if (rc != 0) {
+			if (rc > 0)
+				tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s",
+					  o->path, (unsigned long long)cap, strerror(rc));
+			if (made)
+				remove_made(o->path, &st);
 			close(dev.fd);
-			unlink(o->path);
-			return tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s",
-					 o->path, (unsigned long long)cap, strerror(rc));
+			return -1;
 		}
 	}
 	if (map_region(&dev, TDAX_OPEN_NO_PREFAULT, err)) {
+		if (made)
+			remove_made(o->path, &st);
 		unmap_region(&dev);
-		if (o->backend != TDAX_BACKEND_DEVDAX)
-			unlink(o->path);
 		return -1;
 	}
-	uint64_t cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
+	cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
 	cap &= ~(uint64_t)4095;
-	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
-	if (seg < 4096 || seg % 4096 || cap < TDAX_MIN_CAPACITY ||
-	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
-	     (uint64_t)TDAX_DEFAULT_MAX_RANGES * TDAX_RANGE_ENTRY_SIZE) / seg < 4) {
+	if (check_geometry(o->path, cap, seg, err)) {
+		if (made)
+			remove_made(o->path, &st);
 		unmap_region(&dev);
-		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
-			"use a larger device or smaller segments", o->path, (unsigned long long)cap, seg);
+		return -1;
 	}
 	format_region(&dev, o, cap);
 	unmap_region(&dev);
@@ -467,29 +616,22 @@ static int check_header(const char *path, const struct tdax_super *sb, uint64_t 
 int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err)
 {
 	struct stat st;
-	if (stat(path, &st) != 0) {
-		if (errno == ENOENT)
-			return tdax_errf(err, "%s: no such device region; create it with 'tdax device "
-				"create --device %s'", path, path);
-		return open_error(path, "stat the device region", err);
-	}
-	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
-		return check_backend_path(path, &st, TDAX_BACKEND_EMULATED, err);
-	if ((st.st_mode & S_IWOTH) && !(flags & TDAX_OPEN_ALLOW_SHARED))
+	int fd = open_region(path, flags, &st, err);
+	if (fd < 0)
+		return -1;
+	if ((st.st_mode & S_IWOTH) && !(flags & TDAX_OPEN_ALLOW_SHARED)) {
+		close(fd);
 		return tdax_errf(err, "%s: any user can write this device region (mode %04o), so any "
 			"user could forge records; chmod o-w it, or allow it explicitly "
-			"(TDAX_ALLOW_SHARED=1)", path, (unsigned)(st.st_mode & 07777));
-
-	struct tdax_device *dev = calloc(1, sizeof(*dev));
-	if (!dev)
-		return tdax_errf(err, "%s: out of memory", path);
-	snprintf(dev->path, sizeof(dev->path), "%s", path);
-	dev->fd = open(path, O_RDWR | O_CLOEXEC);
-	if (dev->fd < 0) {
-		open_error(path, "open the device region", err);
-		free(dev);
-		return -1;
+			"(--allow-shared, TDAX_ALLOW_SHARED=1)", path, (unsigned)(st.st_mode & 07777));
 	}
+	struct tdax_device *dev = calloc(1, sizeof(*dev));
+	if (!dev) {
+		close(fd);
+		return tdax_errf(err, "%s: out of memory", path);
+	}
+	snprintf(dev->path, sizeof(dev->path), "%s", path);
+	dev->fd = fd;
 	uint64_t file_size = 0;
 	struct tdax_super sb;
 	int rc = 0;
@@ -500,7 +642,7 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 		rc = check_header(path, &sb, file_size, err);
 	if (rc == 0) {
 		dev->backend = (enum tdax_backend)sb.backend;
-		rc = check_backend_path(path, &st, dev->backend, err);
+		rc = check_backend_path(path, dev->fd, &st, dev->backend, err);
 	}
 	if (rc == 0)
 		rc = map_region(dev, flags, err);
@@ -530,15 +672,27 @@ void tdax_device_close(struct tdax_device *dev)
 int tdax_device_destroy(const char *path, struct tdax_err *err)
 {
 	struct stat st;
-	if (stat(path, &st) != 0)
-		return open_error(path, "stat the device region", err);
+	int fd = open_region(path, TDAX_OPEN_ANY_OWNER, &st, err);
+	if (fd < 0)
+		return -1;
+	bool region = has_magic(fd, &st);
+	close(fd);
+	if (!region)
+		return tdax_errf(err, "%s: is not a tdax region (no tdax header); destroy removes only "
+			"tdax regions, even with --force, and changed nothing. If the file is not "
+			"needed, remove it yourself", path);
 	if (S_ISREG(st.st_mode)) {
+		struct stat now;
+		if (lstat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
+			return tdax_errf(err, "%s: was replaced while tdax checked it; nothing was "
+				"removed. Look at what it is now", path);
 		if (unlink(path) != 0)
 			return open_error(path, "remove the device region", err);
 		return 0;
 	}
 	struct tdax_device *dev;
-	if (tdax_device_open(path, TDAX_OPEN_NO_PREFAULT | TDAX_OPEN_ALLOW_SHARED, &dev, err))
+	if (tdax_device_open(path, TDAX_OPEN_NO_PREFAULT | TDAX_OPEN_ALLOW_SHARED |
+			     TDAX_OPEN_ANY_OWNER, &dev, err))
 		return -1;
 	memset(dev->base, 0, TDAX_HEADER_SIZE);
 	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);

@@ -30,7 +30,9 @@
 #define TDAX_MAGIC "TDAXREGN"
 #define TDAX_LAYOUT_VERSION 1
 #define TDAX_CACHELINE 64
-#define TDAX_DEFAULT_DEVICE "/dev/shm/tdax"
+/* The default region is per user: /dev/shm/tdax-UID (tdax_default_device()),
+ * so that no user's default is a path another user can create first. */
+#define TDAX_DEFAULT_DEVICE_HELP "/dev/shm/tdax-UID"
 #define TDAX_DEFAULT_CAPACITY (256ull << 20)
 #define TDAX_MIN_CAPACITY (8ull << 20)
 #define TDAX_DEFAULT_SEG_SIZE (1u << 20)
@@ -118,14 +120,17 @@ struct tdax_create_opts {
 };
 
 enum {
-	TDAX_OPEN_ALLOW_SHARED = 1, /* accept a region other users can write */
+	TDAX_OPEN_ALLOW_SHARED = 1, /* accept a region other users can write or own */
 	TDAX_OPEN_NO_PREFAULT = 2,  /* pre-fault nothing now (segments are pre-faulted when claimed) */
+	TDAX_OPEN_ANY_OWNER = 4,    /* root inspecting, recovering or removing a user's region */
 };
 
 const char *tdax_backend_name(enum tdax_backend b);
 /* How stores to the mapped region become persistent, in words for people. */
 const char *tdax_device_persistence(const struct tdax_device *dev);
 int tdax_backend_parse(const char *s, enum tdax_backend *out);
+/* /dev/shm/tdax-UID for this process's effective uid. */
+const char *tdax_default_device(void);
 
 /* Create and format a device region. Never overwrites without opts->force. */
 int tdax_device_create(const struct tdax_create_opts *opts, struct tdax_err *err);

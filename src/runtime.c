@@ -130,23 +130,23 @@ static void adopt_inherited_fds(void)
 
 static uint64_t env_u64(const char *name, uint64_t dflt)
 {
-	const char *s = getenv(name);
+	const char *s = secure_getenv(name);
 	uint64_t v;
 	return s && *s && tdax_parse_size(s, &v) == 0 ? v : dflt;
 }
 
 static void configure(void)
 {
-	const char *p = getenv("TDAX_POLICY");
+	const char *p = secure_getenv("TDAX_POLICY");
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
 		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
 						    : TDAX_POLICY_THESIS;
 	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
 		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
-	const char *q = getenv("TDAX_QUIET");
+	const char *q = secure_getenv("TDAX_QUIET");
 	tdax_rt.quiet = q && !strcmp(q, "1");
-	const char *lie = getenv("TDAX_TEST_LIE");
+	const char *lie = secure_getenv("TDAX_TEST_LIE");
 	tdax_rt.test_lie = lie && !strcmp(lie, "1");
 	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10) * 1000000u;
 	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000) * 1000000u;
@@ -205,10 +205,10 @@ __attribute__((constructor)) static void tdax_start(void)
 	tdax_resolve_real();
 	tdax_inside++;
 	configure();
-	const char *path = getenv("TDAX_DEVICE");
+	const char *path = secure_getenv("TDAX_DEVICE");
 	if (!path || !*path)
-		path = TDAX_DEFAULT_DEVICE;
-	const char *shared = getenv("TDAX_ALLOW_SHARED");
+		path = tdax_default_device();
+	const char *shared = secure_getenv("TDAX_ALLOW_SHARED");
 	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
 	struct tdax_device *dev;
 	struct tdax_err e;

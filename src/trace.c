@@ -53,7 +53,7 @@ int tdax_trace_create(const char *path, const struct tdax_device *dev, struct td
 
 void tdax_trace_start(const struct tdax_device *dev, int (*keep)(int *fdp))
 {
-	const char *path = getenv("TDAX_TRACE");
+	const char *path = secure_getenv("TDAX_TRACE");
 	if (!path || !*path)
 		return;
 	tdax_trace_create(path, dev, NULL); /* by hand (no tdax run): the first process makes it */

@@ -58,8 +58,13 @@ TEST(create_never_overwrites_without_force)
 	fd = open(p, O_RDONLY);
 	CHECK(read(fd, buf, 8) == 8 && strcmp(buf, "precious") == 0);
 	close(fd);
-	o.force = true;
+	o.force = true; /* --force reformats tdax regions and empty files, never other files */
+	CHECK(tdax_device_create(&o, &e) == -1);
+	CHECK(strstr(e.msg, "not a tdax region") && strstr(e.msg, p));
+	CHECK(truncate(p, 0) == 0);
 	CHECK(tdax_device_create(&o, &e) == 0);
+	CHECK(try_open(p, 0, &e) == 0);
+	CHECK(tdax_device_create(&o, &e) == 0); /* and a tdax region */
 	CHECK(try_open(p, 0, &e) == 0);
 }
 

@@ -44,6 +44,12 @@ def test_create_refuses_to_overwrite(device):
     p = run(TDAX, "device", "create", "--device", device, check=1)
     assert device in p.stderr and "--force" in p.stderr
     assert open(device).read() == "someone's data"
+    # --force reformats a tdax region (or an empty file), never another file
+    p = run(TDAX, "device", "create", "--device", device, "--force", check=1)
+    assert "not a tdax region" in p.stderr and device in p.stderr
+    assert open(device).read() == "someone's data"
+    os.truncate(device, 0)
+    run(TDAX, "device", "create", "--device", device, "--force", check=0)
     run(TDAX, "device", "create", "--device", device, "--force", check=0)
 
 
@@ -80,7 +86,8 @@ def test_permissions_other_user(device):
 
 
 def test_world_writable_region_is_refused(device):
-    run(TDAX, "device", "create", "--device", device, "--mode", "0666", check=0)
+    run(TDAX, "device", "create", "--device", device, check=0)
+    os.chmod(device, 0o666)  # tdax device create refuses --mode 0666 (test_trust.py)
     p = run(TDAX, "device", "info", "--device", device, check=1)
     assert "any user can write" in p.stderr
     run(TDAX, "device", "info", "--device", device, env={"TDAX_ALLOW_SHARED": "1"}, check=0)
