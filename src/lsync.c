@@ -234,15 +234,26 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
 	return rc;
 }
 
+/*
+ * Open a file for a checkpoint. Read-only: a sync needs no more, and a
+ * descriptor open for writing makes an execve() of the file fail with
+ * ETXTBSY (build systems write scripts and run them). Writable only when
+ * a failed sync left records to write to the file again (rt->rewrite).
+ * O_NONBLOCK: a FIFO's open must not wait.
+ */
+static int open_for_checkpoint(int dirfd, const char *path, const struct tdax_file_rt *rt)
+{
+	int fl = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+	int fd = atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
+	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
+}
+
 /* Open a registered file by its path for a checkpoint; -1 if it is not
- * there any more (or is another file now). Writable if it can be: after a
- * failed sync the checkpoint writes the records to the file again. */
+ * there any more (or is another file now). */
 static int open_registered(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	int fd = tdax_real.open(f->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		fd = tdax_real.open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd = open_for_checkpoint(AT_FDCWD, f->path, &f->rt);
 	if (fd < 0)
 		return -1;
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
@@ -286,24 +297,24 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 int tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *plus1, uint32_t *gen)
 {
 	*plus1 = 0;
-	/* Writable if it can be: after a failed sync the checkpoint writes the
-	 * records to the file again. O_NONBLOCK: a FIFO's open must not wait. */
-	int fd = tdax_real.openat(dirfd, path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		fd = tdax_real.openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return 0;
+	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
 	struct tdax_ident id;
 	uint32_t idx = 0;
-	int rc = 0;
-	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
-		*plus1 = idx + 1;
-		const struct tdax_file_rt *rt = rt_of(idx);
-		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite)) {
-			rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
-			tdax_count(TDAX_ST_CHECKPOINTS, 1);
-		}
-	}
+	bool found = fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 &&
+		     tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0;
+	if (fd >= 0)
+		tdax_real.close(fd);
+	if (!found)
+		return 0;
+	*plus1 = idx + 1;
+	const struct tdax_file_rt *rt = rt_of(idx);
+	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
+		return 0;
+	fd = open_for_checkpoint(dirfd, path, rt);
+	if (fd < 0)
+		return 0; /* gone meanwhile */
+	int rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
+	tdax_count(TDAX_ST_CHECKPOINTS, 1);
 	int e = errno;
 	tdax_real.close(fd);
 	errno = e;
