@@ -90,7 +90,7 @@ struct tdax_device {
 	struct pmem2_map *map;
 	char *base;
 	uint64_t size;
-	struct tdax_super *sb;
+	struct tdax_super *sb;    /* &geom: never read from the writable region again */
 	struct tdax_state *st;
 	_Atomic uint64_t *seq;
 	_Atomic uint32_t *reglock;
@@ -100,6 +100,7 @@ struct tdax_device {
 	uint64_t persist_cost_ns;
 	uint64_t bandwidth_mbps;
 	uint64_t open_id;         /* unique per opening in this process */
+	struct tdax_super geom;   /* the super-block as validated at open */
 };
 
 struct tdax_create_opts {
