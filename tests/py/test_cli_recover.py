@@ -131,3 +131,33 @@ def test_recovery_killed_then_rerun(device, diskdir):
 def test_recover_of_a_missing_device_says_how_to_create_one():
     p = run(TDAX, "recover", "--device", "/dev/shm/tdax-none-here", check=1)
     assert "no such device region" in p.stderr and "tdax device create" in p.stderr
+
+
+NOBODY = 65534
+
+
+def test_root_recovers_a_users_region_only_for_that_user(device, diskdir):
+    """A region nobody owns (and so nobody can forge): root's recover acts as
+    nobody, on nobody's files only. An entry claiming root's file (logwriter
+    run as root stands in for the forger) is refused, in JSON and in text,
+    and the file is left alone; nobody's own file is replayed."""
+    run(TDAX, "device", "create", "--device", device, check=0)
+    os.chown(device, NOBODY, NOBODY)
+    victim = diskdir / "victim"
+    victim.write_bytes(b"root's file")
+    run(LOGWRITER, device, victim, 3, 100, check=0)
+    users = diskdir / "users"
+    users.write_bytes(b"")
+    os.chown(users, NOBODY, NOBODY)
+    run(LOGWRITER, device, users, 3, 100, check=0, user=NOBODY)
+
+    rep = recover(device, "--power-failure", check=3)
+    by_path = {f["path"]: f for f in rep["files"]}
+    assert by_path[str(victim)]["outcome"] == "refused"
+    assert "uid 0" in by_path[str(victim)]["reason"]
+    assert by_path[str(users)]["outcome"] == "recovered"
+    assert victim.read_bytes() == b"root's file"
+    assert users.read_bytes() == expected(3, 100) and os.stat(users).st_uid == NOBODY
+    p = run(TDAX, "recover", "--device", device, "--power-failure", check=3)
+    assert "refused" in p.stdout and str(victim) in p.stdout
+    assert victim.read_bytes() == b"root's file"
