@@ -18,8 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A live record: a copy of its header (the region can change under
+ * recovery; the copy cannot) and where its data is, checked to lie inside
+ * the record's segment with the copied length. */
 struct live {
-	const struct tdax_rec *r;
+	struct tdax_rec h;
+	const char *data;
 };
 
 struct collect {
@@ -35,9 +39,16 @@ struct collect {
 static int collect_rec(void *ctx, const struct tdax_rec *r)
 {
 	struct collect *c = ctx;
-	if (r->seq > c->max_seq)
-		c->max_seq = r->seq;
-	if (!tdax_rec_live(c->dev, r) || (c->only_file >= 0 && r->file != c->only_file))
+	const struct tdax_device *dev = c->dev;
+	struct tdax_rec h = *r;
+	const char *data = (const char *)(r + 1);
+	uint64_t seg = (uint64_t)((const char *)r - dev->base - dev->sb->segs_off) / dev->sb->seg_size;
+	const char *end = dev->base + dev->sb->segs_off + (seg + 1) * dev->sb->seg_size;
+	if (h.len > (uint64_t)(end - data))
+		return 0; /* changed since the scan checked it */
+	if (h.seq > c->max_seq)
+		c->max_seq = h.seq;
+	if (!tdax_rec_live(dev, &h) || (c->only_file >= 0 && h.file != c->only_file))
 		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -49,7 +60,7 @@ static int collect_rec(void *ctx, const struct tdax_rec *r)
 		c->v = v;
 		c->cap = cap;
 	}
-	c->v[c->n++].r = r;
+	c->v[c->n++] = (struct live){ h, data };
 	return 0;
 }
 
@@ -78,7 +89,7 @@ static void collect_bad(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_dam
 
 static int by_file_seq(const void *a, const void *b)
 {
-	const struct tdax_rec *x = ((const struct live *)a)->r, *y = ((const struct live *)b)->r;
+	const struct tdax_rec *x = &((const struct live *)a)->h, *y = &((const struct live *)b)->h;
 	if (x->file != y->file)
 		return x->file < y->file ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
@@ -239,14 +250,22 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
 			 size_t n, struct tdax_recover_file *out, long *budget)
 {
-	const struct tdax_file *f = tdax_file_at(dev, v[0].r->file);
-	uint32_t idx = v[0].r->file, gen = v[0].r->fgen;
-	uint64_t last = v[n - 1].r->seq;
+	uint32_t idx = v[0].h.file, gen = v[0].h.fgen;
+	uint64_t last = v[n - 1].h.seq;
+	/* A copy of the entry: what is checked is what is used. */
+	struct tdax_file entry;
+	memcpy(&entry, tdax_file_at(dev, idx), sizeof(entry));
+	const struct tdax_file *f = &entry;
 
 	out->idx = idx;
 	snprintf(out->path, sizeof(out->path), "%s", f->path);
 	out->records = n;
-	int fd = open_as_owner(t, f, out);
+	int fd = -1;
+	if (!tdax_file_valid(f) || f->gen != gen)
+		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
+		       "recover again");
+	else
+		fd = open_as_owner(t, f, out);
 	if (fd < 0) {
 		if (out->outcome == TDAX_UNMATCHED && o->discard_unmatched) {
 			tdax_file_release(dev, idx, gen, last);
@@ -258,8 +277,8 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	 * before the sync so that it covers writers still running. */
 	uint64_t upto = rep->replay ? last : atomic_load(dev->seq);
 	for (size_t i = 0; rep->replay && i < n; i++) {
-		const struct tdax_rec *r = v[i].r;
-		if (write_all(fd, (const char *)(r + 1), r->len, r->off) != 0) {
+		const struct tdax_rec *r = &v[i].h;
+		if (write_all(fd, v[i].data, r->len, r->off) != 0) {
 			out->outcome = TDAX_IO_FAILED;
 			snprintf(out->reason, sizeof(out->reason), "write at offset %llu failed: %s; "
 				 "records kept", (unsigned long long)r->off, strerror(errno));
@@ -321,7 +340,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 
 	size_t nfiles = 0;
 	for (size_t i = 0; i < c.n; i++)
-		nfiles += i == 0 || c.v[i].r->file != c.v[i - 1].r->file;
+		nfiles += i == 0 || c.v[i].h.file != c.v[i - 1].h.file;
 	rep->files = calloc(nfiles ? nfiles : 1, sizeof(*rep->files));
 	if (!rep->files) {
 		free(c.v);
@@ -329,7 +348,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	}
 	long budget = kill_after();
 	for (size_t i = 0, j; i < c.n; i = j) {
-		for (j = i + 1; j < c.n && c.v[j].r->file == c.v[i].r->file; j++)
+		for (j = i + 1; j < c.n && c.v[j].h.file == c.v[i].h.file; j++)
 			;
 		struct tdax_recover_file *out = &rep->files[rep->nfiles++];
 		recover_file(dev, o, &t, rep, &c.v[i], j - i, out, &budget);
@@ -358,9 +377,9 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
-		const struct tdax_rec *r = c.v[i].r;
+		const struct tdax_rec *r = &c.v[i].h;
 		if (r->fgen == gen)
-			rc = write_all(fd, (const char *)(r + 1), r->len, r->off);
+			rc = write_all(fd, c.v[i].data, r->len, r->off);
 	}
 	free(c.v);
 	return rc;
