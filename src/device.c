@@ -467,6 +467,9 @@ static int check_geometry(const char *path, const struct tdax_super *sb, struct 
 		return bad_field(path, "max_files", sb->max_files, "must be 1..1048576", err);
 	if (sb->max_ranges == 0 || sb->max_ranges > (1u << 24))
 		return bad_field(path, "max_ranges", sb->max_ranges, "must be 1..16777216", err);
+	if (sb->persist_cost_ns > TDAX_MAX_PERSIST_COST_NS)
+		return bad_field(path, "persist_cost_ns", sb->persist_cost_ns, "at most 1000000 (1 ms) "
+			"per barrier", err);
 	if (sb->nsegs == 0)
 		return bad_field(path, "nsegs", sb->nsegs, "a device needs a segment", err);
 	if (sb->seg_size < 4096 || sb->seg_size % 4096)

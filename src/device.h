@@ -40,6 +40,7 @@
 #define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
 #define TDAX_DEFAULT_MAX_RANGES 8192u
 #define TDAX_TUNABLES_OFF 2048
+#define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
 
 enum tdax_backend {
 	TDAX_BACKEND_EMULATED = 1, /* tmpfs or hugetlbfs file: simulated persistence */
