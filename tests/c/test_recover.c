@@ -392,33 +392,38 @@ static void check_region_trust(uid_t region_owner, mode_t region_mode)
 	CHECK(dev);
 	CHECK(chown(dev->path, region_owner, region_owner) == 0 && chmod(dev->path, region_mode) == 0);
 	CHECK(chmod(tdax_test_dir(), 0755) == 0);
-	char root_claimed[512], root_open[512], mine[512];
+	char root_claimed[512], root_open[512], mine[512], readonly[512];
 	int f1 = make_file("root-claimed", "root data", 0644, 0, root_claimed);
 	int f2 = make_file("root-0666", "root data", 0666, 0, root_open);
 	int f3 = make_file("users", "old", 0644, NOBODY, mine);
-	CHECK(f1 >= 0 && f2 >= 0 && f3 >= 0);
+	/* the user's, read-only to the user, writable by root's group: the
+	 * owner bits alone decide, root's groups (kept under setfsuid) do not */
+	int f4 = make_file("users-ro", "old", 0464, NOBODY, readonly);
+	CHECK(f1 >= 0 && f2 >= 0 && f3 >= 0 && f4 >= 0 && fchown(f4, NOBODY, 0) == 0);
 	CHECK(log_as(dev, 0, f1, root_claimed, "PWNED") == 0);  /* entry says uid 0 */
 	CHECK(log_as(dev, NOBODY, f2, root_open, "PWNED") == 0);
 	CHECK(log_as(dev, NOBODY, f3, mine, "new") == 0);
-	close(f1), close(f2), close(f3);
+	CHECK(log_as(dev, NOBODY, f4, readonly, "new") == 0);
+	close(f1), close(f2), close(f3), close(f4);
 
 	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
 	struct tdax_err e;
 	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
 	const struct tdax_recover_file *a = outcome_of(&r, root_claimed), *b = outcome_of(&r, root_open),
-				       *c = outcome_of(&r, mine);
-	CHECK(r.nfiles == 3 && a && b && c);
+				       *c = outcome_of(&r, mine), *d = outcome_of(&r, readonly);
+	CHECK(r.nfiles == 4 && a && b && c && d);
 	CHECK(a->outcome == TDAX_REFUSED && strstr(a->reason, "uid 0"));
 	CHECK(b->outcome == TDAX_REFUSED && strstr(b->reason, "belongs to uid 0"));
 	CHECK(c->outcome == TDAX_RECOVERED && r.applied == 1);
+	CHECK(d->outcome == TDAX_NOT_PERMITTED && holds(readonly, "old"));
 	CHECK(strcmp(tdax_outcome_name(a->outcome), "refused") == 0);
 	CHECK(holds(root_claimed, "root data") && holds(root_open, "root data") && holds(mine, "new"));
 	struct stat st;
 	CHECK(stat(mine, &st) == 0 && st.st_uid == NOBODY);
 	tdax_recover_report_free(&r);
 	/* refused records are kept, and stay refused */
-	CHECK(tdax_recover(dev, &o, &r, &e) == 1 && r.nfiles == 2 && r.applied == 0);
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1 && r.nfiles == 3 && r.applied == 0);
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
 }
