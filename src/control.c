@@ -29,6 +29,8 @@ void tdax_control_get(const struct tdax_device *dev, struct tdax_tunables *t)
 	t->gran_order = atomic_load_explicit(&c->gran_order, memory_order_relaxed);
 	t->wb_window_ns = atomic_load_explicit(&c->wb_window_ns, memory_order_relaxed);
 	t->wr_window_ns = atomic_load_explicit(&c->wr_window_ns, memory_order_relaxed);
+	if (tdax_tunables_check(t))
+		*t = (struct tdax_tunables)TDAX_DEFAULT_TUNABLES;
 }
 
 static void put(struct tdax_device *dev, const struct tdax_tunables *t)

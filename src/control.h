@@ -30,6 +30,8 @@ static inline struct tdax_control *tdax_control(const struct tdax_device *dev)
 /* Write the defaults (at format). */
 void tdax_control_format(struct tdax_device *dev);
 
+/* A snapshot of the tunables. A set that fails tdax_tunables_check() (the
+ * region was damaged or written by someone else) reads as the defaults. */
 void tdax_control_get(const struct tdax_device *dev, struct tdax_tunables *t);
 
 /* The tunables by name, as `tdax get/set` shows them. */

@@ -222,9 +222,12 @@ static void unmap_region(struct tdax_device *dev)
 	dev->fd = -1;
 }
 
+/* dev->geom holds the validated super-block: the geometry is never read
+ * from the region again, so a region changed after its validation (by
+ * anyone who can write it) cannot move a table out of the mapping. */
 static void set_pointers(struct tdax_device *dev)
 {
-	dev->sb = (struct tdax_super *)dev->base;
+	dev->sb = &dev->geom;
 	dev->st = (struct tdax_state *)(dev->base + TDAX_STATE_OFF);
 	dev->seq = (_Atomic uint64_t *)(dev->base + TDAX_SEQ_OFF);
 	dev->reglock = (_Atomic uint32_t *)(dev->base + TDAX_REGLOCK_OFF);
@@ -293,6 +296,7 @@ static void format_region(struct tdax_device *dev, const struct tdax_create_opts
 		memset(s, 0, TDAX_SEG_HEADER_SIZE);
 		dev->flush(s, TDAX_SEG_HEADER_SIZE);
 	}
+	dev->geom = *sb;
 	set_pointers(dev);
 	tdax_control_format(dev);
 	tdax_device_set_state(dev, TDAX_STATE_CLEAN);
@@ -580,6 +584,72 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	return 0;
 }
 
+/* A geometry field that cannot be right: what, which value, what to do. */
+static int bad_field(const char *path, const char *field, uint64_t value, const char *why,
+		     struct tdax_err *err)
+{
+	return tdax_errf(err, "%s: device header field %s = %llu is invalid (%s): the header is "
+		"corrupt or forged; nothing was changed. If its data is not needed, reformat it with "
+		"'tdax device create --force --device %s'", path, field, (unsigned long long)value,
+		why, path);
+}
+
+/* Does the table [off, off + n * size) lie inside [start, cap)? No overflow:
+ * n * size fits 64 bits (both are 32-bit), and off is compared first. */
+static bool table_fits(uint64_t off, uint32_t n, uint32_t size, uint64_t start, uint64_t cap)
+{
+	return off >= start && off <= cap && (uint64_t)n * size <= cap - off;
+}
+
+_Static_assert(4096 >= TDAX_SEG_HEADER_SIZE + 2 * TDAX_CACHELINE,
+	       "the smallest segment holds its header and one record");
+
+/*
+ * Every field the layout is computed from, checked on its own, with
+ * overflow-safe arithmetic: the tables lie inside the capacity, in order,
+ * without overlap, with the entry sizes of this build. The checksum is no
+ * defence here (anyone who can write the region can re-sign it).
+ */
+static int check_geometry(const char *path, const struct tdax_super *sb, struct tdax_err *err)
+{
+	uint64_t cap = sb->capacity;
+	if (sb->backend < TDAX_BACKEND_EMULATED || sb->backend > TDAX_BACKEND_DEVDAX)
+		return bad_field(path, "backend", sb->backend, "not 1, 2 or 3", err);
+	if (cap < TDAX_MIN_CAPACITY)
+		return bad_field(path, "capacity", cap, "smaller than 8 MiB", err);
+	if (sb->file_entry_size != TDAX_FILE_ENTRY_SIZE)
+		return bad_field(path, "file_entry_size", sb->file_entry_size, "this tdax uses 1024", err);
+	if (sb->range_entry_size != TDAX_RANGE_ENTRY_SIZE)
+		return bad_field(path, "range_entry_size", sb->range_entry_size, "this tdax uses 256",
+				 err);
+	if (sb->max_files == 0 || sb->max_files > (1u << 20))
+		return bad_field(path, "max_files", sb->max_files, "must be 1..1048576", err);
+	if (sb->max_ranges == 0 || sb->max_ranges > (1u << 24))
+		return bad_field(path, "max_ranges", sb->max_ranges, "must be 1..16777216", err);
+	if (sb->persist_cost_ns > TDAX_MAX_PERSIST_COST_NS)
+		return bad_field(path, "persist_cost_ns", sb->persist_cost_ns, "at most 1000000 (1 ms) "
+			"per barrier", err);
+	if (sb->nsegs == 0)
+		return bad_field(path, "nsegs", sb->nsegs, "a device needs a segment", err);
+	if (sb->seg_size < 4096 || sb->seg_size % 4096)
+		return bad_field(path, "seg_size", sb->seg_size, "must be a multiple of 4096", err);
+	if (sb->files_off % TDAX_CACHELINE ||
+	    !table_fits(sb->files_off, sb->max_files, sb->file_entry_size, TDAX_HEADER_SIZE, cap))
+		return bad_field(path, "files_off", sb->files_off, "the file table must be aligned, "
+			"after the header and inside the capacity", err);
+	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	if (sb->ranges_off % TDAX_CACHELINE ||
+	    !table_fits(sb->ranges_off, sb->max_ranges, sb->range_entry_size, files_end, cap))
+		return bad_field(path, "ranges_off", sb->ranges_off, "the range table must be "
+			"aligned, after the file table and inside the capacity", err);
+	uint64_t ranges_end = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
+	if (sb->segs_off % TDAX_CACHELINE ||
+	    !table_fits(sb->segs_off, sb->nsegs, sb->seg_size, ranges_end, cap))
+		return bad_field(path, "segs_off", sb->segs_off, "the segments must be aligned, "
+			"after the range table and inside the capacity", err);
+	return 0;
+}
+
 /* Validate the header read by read_head, before the region is mapped. */
 static int check_header(const char *path, const struct tdax_super *sb, uint64_t file_size,
 			struct tdax_err *err)
@@ -595,18 +665,8 @@ static int check_header(const char *path, const struct tdax_super *sb, uint64_t 
 	if (sb->crc != super_crc(sb))
 		return tdax_errf(err, "%s: device header checksum mismatch: the header is corrupt; "
 			"nothing was changed", path);
-	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
-	uint64_t ranges_end = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
-	uint64_t segs_end = sb->segs_off + (uint64_t)sb->nsegs * sb->seg_size;
-	if (sb->backend < TDAX_BACKEND_EMULATED || sb->backend > TDAX_BACKEND_DEVDAX ||
-	    sb->files_off < TDAX_HEADER_SIZE || sb->file_entry_size != TDAX_FILE_ENTRY_SIZE ||
-	    sb->max_files == 0 || sb->max_files > (1u << 20) || sb->seg_size < 4096 ||
-	    sb->seg_size % 4096 || sb->nsegs == 0 || sb->ranges_off < files_end ||
-	    sb->range_entry_size != TDAX_RANGE_ENTRY_SIZE || sb->max_ranges > (1u << 24) ||
-	    sb->segs_off < ranges_end ||
-	    segs_end > sb->capacity || sb->capacity < TDAX_MIN_CAPACITY)
-		return tdax_errf(err, "%s: device header describes an impossible layout; it is "
-			"corrupt or from another program", path);
+	if (check_geometry(path, sb, err))
+		return -1;
 	if (sb->capacity > file_size)
 		return tdax_errf(err, "%s: device is truncated: its header says %llu bytes, it has "
 			"%llu", path, (unsigned long long)sb->capacity, (unsigned long long)file_size);
@@ -654,6 +714,7 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 		free(dev);
 		return -1;
 	}
+	dev->geom = sb;
 	set_pointers(dev);
 	static _Atomic uint64_t opens;
 	dev->open_id = atomic_fetch_add(&opens, 1) + 1;

@@ -42,6 +42,7 @@
 #define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
 #define TDAX_DEFAULT_MAX_RANGES 8192u
 #define TDAX_TUNABLES_OFF 2048
+#define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
 
 enum tdax_backend {
 	TDAX_BACKEND_EMULATED = 1, /* tmpfs or hugetlbfs file: simulated persistence */
@@ -93,7 +94,7 @@ struct tdax_device {
 	struct pmem2_map *map;
 	char *base;
 	uint64_t size;
-	struct tdax_super *sb;
+	struct tdax_super *sb;    /* &geom: never read from the writable region again */
 	struct tdax_state *st;
 	_Atomic uint64_t *seq;
 	_Atomic uint32_t *reglock;
@@ -103,6 +104,7 @@ struct tdax_device {
 	uint64_t persist_cost_ns;
 	uint64_t bandwidth_mbps;
 	uint64_t open_id;         /* unique per opening in this process */
+	struct tdax_super geom;   /* the super-block as validated at open */
 };
 
 struct tdax_create_opts {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "device.h"
+#include "track.h"
 
 #define TDAX_FILE_PATH_MAX 768
 
@@ -61,6 +62,14 @@ struct tdax_file {
 };
 
 _Static_assert(sizeof(struct tdax_file) == TDAX_FILE_ENTRY_SIZE, "file entry size");
+
+/* rt->gran as stored (G + 1, 0 = not tracked yet), cut to a G no tdax
+ * exceeds: the value comes from the region and is used as a shift. */
+static inline uint32_t tdax_file_gran(const struct tdax_file_rt *rt)
+{
+	uint32_t g = atomic_load_explicit(&rt->gran, memory_order_relaxed);
+	return g > TDAX_MAX_GRAN_ORDER + 1 ? TDAX_MAX_GRAN_ORDER + 1 : g;
+}
 
 static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint32_t idx)
 {

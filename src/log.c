@@ -30,8 +30,10 @@
 static __thread __attribute__((tls_model("initial-exec"))) struct {
 	uint64_t open_id;
 	int32_t seg;
+	uint32_t nslots;          /* the segment's, as this owner keeps it: the */
+	uint64_t tail;            /* region's copies are written, never read back */
 	uint64_t owner;
-} mine = { 0, -1, 0 };
+} mine = { 0, -1, 0, 0, 0 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -40,6 +42,8 @@ static void forget(void)
 {
 	mine.open_id = 0;
 	mine.seg = -1;
+	mine.nslots = 0;
+	mine.tail = 0;
 	mine.owner = 0;
 }
 
@@ -102,14 +106,40 @@ static bool seg_dead(const struct tdax_device *dev, const struct tdax_seg *s)
 	return true;
 }
 
-/* Forget every record of a segment: new epoch first, then empty it. */
-static void seg_reset(struct tdax_device *dev, struct tdax_seg *s)
+/* A length read from a segment header, cut to the segment's record area. */
+static uint64_t in_room(const struct tdax_device *dev, uint64_t v)
+{
+	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	return v < room ? v : room;
+}
+
+/* Forget every record of a segment: new epoch first, then empty it. The
+ * bytes its records used (tail) are added to written, for the wipe. */
+static void seg_reset(struct tdax_device *dev, struct tdax_seg *s, uint64_t tail)
 {
 	s->epoch++;
 	tdax_persist(dev, &s->epoch, sizeof(s->epoch));
+	uint64_t w = in_room(dev, s->written);
+	s->written = tail > w ? tail : w;
 	s->nslots = 0;
 	atomic_store(&s->tail, 0);
 	tdax_persist(dev, s, sizeof(*s));
+}
+
+/* Zero the bytes of released records, so that logged data does not stay
+ * readable in the region. After the epoch changed: a wipe cut short leaves
+ * records of an old epoch, which are never read again. */
+static void seg_wipe(struct tdax_device *dev, struct tdax_seg *s)
+{
+	uint64_t w = in_room(dev, s->written);
+	char *p = (char *)s + TDAX_SEG_HEADER_SIZE;
+	if (!w)
+		return;
+	memset(p, 0, w);
+	tdax_flush(dev, p, w);
+	tdax_drain(dev, 0);
+	s->written = 0;
+	tdax_persist(dev, &s->written, sizeof(s->written));
 }
 
 static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expected_owner)
@@ -135,8 +165,10 @@ static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
 	if (!atomic_compare_exchange_strong(&s->owner, &sealed, my_owner_id()))
 		return false;
 	bool dead = seg_dead(dev, s);
-	if (dead)
-		seg_reset(dev, s);
+	if (dead) {
+		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
+		seg_wipe(dev, s);
+	}
 	atomic_store(&s->owner, dead ? TDAX_SEG_FREE : TDAX_SEG_SEALED);
 	tdax_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
 	return dead;
@@ -177,7 +209,13 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 				try_reclaim(dev, s);
 			o = TDAX_SEG_FREE;
 			if (atomic_compare_exchange_strong(&s->owner, &o, mine.owner)) {
+				/* A free segment holds no records; one that says
+				 * otherwise is damaged or forged: empty it. */
+				if (atomic_load(&s->tail) || s->nslots)
+					seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
 				mine.seg = (int32_t)i;
+				mine.nslots = 0;
+				mine.tail = 0;
 				tdax_device_prefault(dev, s, dev->sb->seg_size);
 				return s;
 			}
@@ -189,15 +227,16 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 /* The slot for (file, fgen) in s, added if there is room; NULL if full. */
 static struct tdax_seg_slot *slot_for(struct tdax_seg *s, uint32_t file, uint32_t fgen)
 {
-	for (uint32_t i = 0; i < s->nslots; i++)
+	for (uint32_t i = 0; i < mine.nslots; i++)
 		if (s->slot[i].file == file && s->slot[i].fgen == fgen)
 			return &s->slot[i];
-	if (s->nslots == TDAX_SEG_SLOTS)
+	if (mine.nslots == TDAX_SEG_SLOTS)
 		return NULL;
-	struct tdax_seg_slot *sl = &s->slot[s->nslots++];
+	struct tdax_seg_slot *sl = &s->slot[mine.nslots++];
 	sl->file = file;
 	sl->fgen = fgen;
 	sl->max_seq = 0;
+	s->nslots = mine.nslots;
 	return sl;
 }
 
@@ -213,9 +252,12 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 		mine.owner = my_owner_id();
 	}
 	struct tdax_seg *s = mine.seg >= 0 ? tdax_seg_at(dev, (uint32_t)mine.seg) : NULL;
-	if (s && atomic_load(&s->tail) > 0 && seg_dead(dev, s))
-		seg_reset(dev, s); /* everything here is synced: start over, stay warm */
-	if (s && (atomic_load(&s->tail) + need <= room) && (*slot = slot_for(s, file, fgen)))
+	if (s && mine.tail > 0 && seg_dead(dev, s)) {
+		seg_reset(dev, s, mine.tail); /* everything here is synced: start over, stay warm */
+		mine.tail = 0;
+		mine.nslots = 0;
+	}
+	if (s && mine.tail + need <= room && (*slot = slot_for(s, file, fgen)))
 		return s;
 	if (s) {
 		seg_seal(dev, s, mine.owner);
@@ -239,7 +281,7 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
 	if (!s)
 		return -ENOSPC;
 
-	uint64_t tail = atomic_load(&s->tail);
+	uint64_t tail = mine.tail;
 	struct tdax_rec h = {
 		.magic = TDAX_REC_MAGIC, .kind = TDAX_REC_WRITE,
 		.seq = atomic_fetch_add(dev->seq, 1) + 1,
@@ -254,7 +296,8 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
 	char *at = (char *)s + TDAX_SEG_HEADER_SIZE + tail;
 	dev->memcpy(at + sizeof(h), data, len, PMEM2_F_MEM_NODRAIN);
 	dev->memcpy(at, &h, sizeof(h), PMEM2_F_MEM_NODRAIN);
-	atomic_store(&s->tail, tail + need);
+	mine.tail = tail + need;
+	atomic_store(&s->tail, mine.tail);
 	tdax_drain(dev, len);
 	*seq = h.seq;
 	return 0;

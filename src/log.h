@@ -52,12 +52,19 @@ struct tdax_seg_slot {
 	uint64_t max_seq;
 };
 
+/*
+ * Every field is read from a region others may write: each is bounds-checked
+ * where it is read (nslots against TDAX_SEG_SLOTS, tail and written against
+ * the segment's room), and the owner appends with its own copies of tail and
+ * nslots, taken when it claims the segment.
+ */
 struct tdax_seg {
 	_Atomic uint64_t owner; /* TDAX_SEG_FREE/SEALED, or pid << 32 | tid */
 	uint32_t epoch;
 	uint32_t nslots;
 	_Atomic uint64_t tail;  /* bytes of records written after the header */
 	struct tdax_seg_slot slot[TDAX_SEG_SLOTS]; /* files with records here */
+	uint64_t written;       /* bytes that may hold old records: wiped at reclaim */
 };
 _Static_assert(sizeof(struct tdax_seg) <= TDAX_SEG_HEADER_SIZE, "segment header size");
 

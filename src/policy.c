@@ -20,12 +20,12 @@ static inline struct tdax_file_rt *rt_of(uint32_t idx)
 /* The file's granularity: fixed when it is first tracked. */
 static uint32_t gran_of(struct tdax_file_rt *rt, const struct tdax_tunables *t)
 {
-	uint32_t g = atomic_load_explicit(&rt->gran, memory_order_relaxed);
+	uint32_t g = tdax_file_gran(rt);
 	if (g)
 		return g - 1;
 	uint32_t none = 0;
 	atomic_compare_exchange_strong(&rt->gran, &none, t->gran_order + 1);
-	return atomic_load(&rt->gran) - 1;
+	return tdax_file_gran(rt) - 1;
 }
 
 static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
@@ -91,7 +91,7 @@ void tdax_policy_sync(uint32_t idx, uint32_t gen)
 	bool stream = prev && now - prev <= t.wb_window_ns;
 	for (int i = 0; i < 6; i++) {
 		uint32_t v = atomic_exchange(&rt->dirty_ranges[i], 0);
-		struct tdax_range *r = v ? tdax_range_at(dev, v - 1) : NULL;
+		struct tdax_range *r = v && v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;
 		if (r && belongs(r, idx, gen) && tdax_track_sync(&r->t, &t, now, stream) != TDAX_KEEP)
 			tdax_writeback_kick();
 	}
@@ -113,6 +113,8 @@ void tdax_policy_sync(uint32_t idx, uint32_t gen)
  */
 static void run_job(struct tdax_range *r)
 {
+	if (tdax_range_file(r) >= tdax_rt.dev->sb->max_files)
+		return; /* a damaged entry: no file to run a job on */
 	if (!tdax_track_job_pending(&r->t) || !tdax_pidlock_try(&r->job_pid))
 		return;
 	tdax_track_job_reclaim(&r->t);
@@ -137,7 +139,8 @@ void tdax_policy_work(bool pressure)
 	int lowest = -1;
 	for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 		struct tdax_range *r = tdax_range_at(dev, i);
-		if (!atomic_load_explicit(&r->key, memory_order_relaxed))
+		if (!atomic_load_explicit(&r->key, memory_order_relaxed) ||
+		    tdax_range_file(r) >= dev->sb->max_files)
 			continue;
 		const struct tdax_file *f = tdax_file_at(dev, tdax_range_file(r));
 		if (f->gen != atomic_load(&r->fgen))

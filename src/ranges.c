@@ -18,6 +18,7 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
 	uint32_t fgen, slot;
 } cache[CACHE];
 
+/* n >= 1: the cache's size, or max_ranges (checked when the device is opened). */
 static uint32_t hash(uint64_t key, uint32_t n)
 {
 	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) % n;

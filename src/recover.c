@@ -10,14 +10,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* A live record: a copy of its header (the region can change under
+ * recovery; the copy cannot) and where its data is, checked to lie inside
+ * the record's segment with the copied length. */
 struct live {
-	const struct tdax_rec *r;
+	struct tdax_rec h;
+	const char *data;
 };
 
 struct collect {
@@ -33,9 +39,16 @@ struct collect {
 static int collect_rec(void *ctx, const struct tdax_rec *r)
 {
 	struct collect *c = ctx;
-	if (r->seq > c->max_seq)
-		c->max_seq = r->seq;
-	if (!tdax_rec_live(c->dev, r) || (c->only_file >= 0 && r->file != c->only_file))
+	const struct tdax_device *dev = c->dev;
+	struct tdax_rec h = *r;
+	const char *data = (const char *)(r + 1);
+	uint64_t seg = (uint64_t)((const char *)r - dev->base - dev->sb->segs_off) / dev->sb->seg_size;
+	const char *end = dev->base + dev->sb->segs_off + (seg + 1) * dev->sb->seg_size;
+	if (h.len > (uint64_t)(end - data))
+		return 0; /* changed since the scan checked it */
+	if (h.seq > c->max_seq)
+		c->max_seq = h.seq;
+	if (!tdax_rec_live(dev, &h) || (c->only_file >= 0 && h.file != c->only_file))
 		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -47,7 +60,7 @@ static int collect_rec(void *ctx, const struct tdax_rec *r)
 		c->v = v;
 		c->cap = cap;
 	}
-	c->v[c->n++].r = r;
+	c->v[c->n++] = (struct live){ h, data };
 	return 0;
 }
 
@@ -76,7 +89,7 @@ static void collect_bad(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_dam
 
 static int by_file_seq(const void *a, const void *b)
 {
-	const struct tdax_rec *x = ((const struct live *)a)->r, *y = ((const struct live *)b)->r;
+	const struct tdax_rec *x = &((const struct live *)a)->h, *y = &((const struct live *)b)->h;
 	if (x->file != y->file)
 		return x->file < y->file ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
@@ -90,39 +103,128 @@ static long kill_after(void)
 	return s ? atol(s) : 0;
 }
 
-/* Open the registered file as its registering user; check it is the same. */
-static int open_as_owner(const struct tdax_file *f, struct tdax_recover_file *out)
+/* Whose rights recovery acts with: see recover.h. */
+struct trust {
+	uid_t uid;                /* the region's owner */
+	gid_t gid;
+	unsigned mode;
+	bool shared;              /* users other than root may write a root-owned region */
+};
+
+static int region_trust(const struct tdax_device *dev, struct trust *t, struct tdax_err *err)
 {
+	struct stat st;
+	if (fstat(dev->fd, &st) != 0)
+		return tdax_errf(err, "%s: cannot stat the device region to learn its owner: %s; "
+			"nothing was recovered", dev->path, strerror(errno));
+	t->uid = st.st_uid;
+	t->gid = st.st_gid;
+	t->mode = (unsigned)(st.st_mode & 07777);
+	t->shared = (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != 0);
+	return 0;
+}
+
+static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
+	va_end(ap);
+	out->outcome = o;
+	return -1;
+}
+
+/* The user to act as for entry f, and whether the file must be theirs. */
+static int acting_user(const struct trust *t, const struct tdax_file *f, uid_t *uid, gid_t *gid,
+		       bool *must_own, struct tdax_recover_file *out)
+{
+	if (t->uid != 0) {
+		if (f->uid != t->uid)
+			return refuse(out, TDAX_REFUSED, "the entry names uid %u, but the region belongs "
+				"to uid %u: only that user's files are recovered from it", f->uid, t->uid);
+		*uid = t->uid;
+		*gid = t->gid;
+		*must_own = true;
+	} else {
+		if (t->shared && f->uid == 0)
+			return refuse(out, TDAX_REFUSED, "the entry names uid 0, but users other than "
+				"root can write this root-owned region (mode %04o): no root file is "
+				"recovered from it", t->mode);
+		*uid = f->uid;
+		*gid = f->gid;
+		*must_own = t->shared;
+	}
 	uid_t me = geteuid();
-	if (me != 0 && me != f->uid) {
-		out->outcome = TDAX_NOT_PERMITTED;
-		snprintf(out->reason, sizeof(out->reason), "recorded by uid %u; run tdax recover as "
-			 "root or as that user", f->uid);
+	if (me != 0 && me != *uid)
+		return refuse(out, TDAX_NOT_PERMITTED, "to be recovered as uid %u; run tdax recover "
+			"as root or as that user", *uid);
+	return 0;
+}
+
+/* Is fd still the registered file of entry f (and, if must_own, uid's)? The
+ * generation can be read from an opened file only (not through O_PATH);
+ * where the file system has one, it must match: the stored flag saying
+ * whether there was one is not believed. */
+static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, bool must_own,
+		     struct tdax_recover_file *out)
+{
+	struct stat st;
+	struct tdax_ident now;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return refuse(out, TDAX_UNMATCHED, "the path names no regular file now (registered "
+			"inode %llu); it was not opened for writing", (unsigned long long)f->ino);
+	if (tdax_ident_of_fd(fd, &now) != 0 || now.dev != f->dev || now.ino != f->ino ||
+	    (opened && (now.flags & TDAX_FILE_HAS_IGEN) &&
+	     (!(f->flags & TDAX_FILE_HAS_IGEN) || now.igen != f->igen)))
+		return refuse(out, TDAX_UNMATCHED, "the path now names another file (registered "
+			"inode %llu on device %llu)", (unsigned long long)f->ino,
+			(unsigned long long)f->dev);
+	if (must_own && st.st_uid != uid)
+		return refuse(out, TDAX_REFUSED, "the file belongs to uid %u, not to uid %u who may "
+			"write the region: refused", (unsigned)st.st_uid, (unsigned)uid);
+	return 0;
+}
+
+/* Open the registered file for writing, as the user the region's trust
+ * allows, once its identity is checked without opening it. */
+static int open_as_owner(const struct trust *t, const struct tdax_file *f,
+			 struct tdax_recover_file *out)
+{
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	bool must_own = true;
+	if (acting_user(t, f, &uid, &gid, &must_own, out))
 		return -1;
+	bool as_other = geteuid() == 0;
+	if (as_other) {
+		setfsgid(gid);
+		setfsuid(uid);
 	}
-	if (me == 0) {
-		setfsgid(f->gid);
-		setfsuid(f->uid);
+	int fd = -1, e = 0;
+	int pfd = open(f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0) {
+		e = errno;
+	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+		fd = open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		e = fd < 0 ? errno : 0;
 	}
-	int fd = open(f->path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	int e = errno;
-	if (me == 0) {
+	if (as_other) {
 		setfsuid(0);
 		setfsgid(0);
 	}
-	if (fd < 0) {
-		out->outcome = e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_UNMATCHED;
-		snprintf(out->reason, sizeof(out->reason), "cannot open as uid %u: %s", f->uid,
-			 strerror(e));
-		return -1;
-	}
-	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
-	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
+	if (pfd >= 0)
+		close(pfd);
+	if (e)
+		return refuse(out, e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_UNMATCHED,
+			      "cannot open as uid %u: %s", (unsigned)uid, strerror(e));
+	if (fd < 0)
+		return -1; /* same_file said why */
+	if (same_file(fd, true, f, uid, must_own, out)) {
 		close(fd);
-		out->outcome = TDAX_UNMATCHED;
-		snprintf(out->reason, sizeof(out->reason), "the path now names another file "
-			 "(registered inode %llu on device %llu)", (unsigned long long)f->ino,
-			 (unsigned long long)f->dev);
 		return -1;
 	}
 	return fd;
@@ -145,17 +247,25 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off)
 
 /* Bring one file up to date with its records v[0..n). */
 static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts *o,
-			 struct tdax_recover_report *rep, const struct live *v, size_t n,
-			 struct tdax_recover_file *out, long *budget)
+			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
+			 size_t n, struct tdax_recover_file *out, long *budget)
 {
-	const struct tdax_file *f = tdax_file_at(dev, v[0].r->file);
-	uint32_t idx = v[0].r->file, gen = v[0].r->fgen;
-	uint64_t last = v[n - 1].r->seq;
+	uint32_t idx = v[0].h.file, gen = v[0].h.fgen;
+	uint64_t last = v[n - 1].h.seq;
+	/* A copy of the entry: what is checked is what is used. */
+	struct tdax_file entry;
+	memcpy(&entry, tdax_file_at(dev, idx), sizeof(entry));
+	const struct tdax_file *f = &entry;
 
 	out->idx = idx;
 	snprintf(out->path, sizeof(out->path), "%s", f->path);
 	out->records = n;
-	int fd = open_as_owner(f, out);
+	int fd = -1;
+	if (!tdax_file_valid(f) || f->gen != gen)
+		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
+		       "recover again");
+	else
+		fd = open_as_owner(t, f, out);
 	if (fd < 0) {
 		if (out->outcome == TDAX_UNMATCHED && o->discard_unmatched) {
 			tdax_file_release(dev, idx, gen, last);
@@ -167,8 +277,8 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	 * before the sync so that it covers writers still running. */
 	uint64_t upto = rep->replay ? last : atomic_load(dev->seq);
 	for (size_t i = 0; rep->replay && i < n; i++) {
-		const struct tdax_rec *r = v[i].r;
-		if (write_all(fd, (const char *)(r + 1), r->len, r->off) != 0) {
+		const struct tdax_rec *r = &v[i].h;
+		if (write_all(fd, v[i].data, r->len, r->off) != 0) {
 			out->outcome = TDAX_IO_FAILED;
 			snprintf(out->reason, sizeof(out->reason), "write at offset %llu failed: %s; "
 				 "records kept", (unsigned long long)r->off, strerror(errno));
@@ -200,6 +310,9 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 {
 	uint64_t t0 = tdax_now_ns();
 	memset(rep, 0, sizeof(*rep));
+	struct trust t = { .uid = (uid_t)-1, .shared = true };
+	if (region_trust(dev, &t, err))
+		return -1;
 	rep->replay = o->power_failure || tdax_device_boot_changed(dev);
 	if (rep->replay) {
 		uint32_t pid = tdax_log_live_owner(dev);
@@ -227,7 +340,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 
 	size_t nfiles = 0;
 	for (size_t i = 0; i < c.n; i++)
-		nfiles += i == 0 || c.v[i].r->file != c.v[i - 1].r->file;
+		nfiles += i == 0 || c.v[i].h.file != c.v[i - 1].h.file;
 	rep->files = calloc(nfiles ? nfiles : 1, sizeof(*rep->files));
 	if (!rep->files) {
 		free(c.v);
@@ -235,10 +348,10 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	}
 	long budget = kill_after();
 	for (size_t i = 0, j; i < c.n; i = j) {
-		for (j = i + 1; j < c.n && c.v[j].r->file == c.v[i].r->file; j++)
+		for (j = i + 1; j < c.n && c.v[j].h.file == c.v[i].h.file; j++)
 			;
 		struct tdax_recover_file *out = &rep->files[rep->nfiles++];
-		recover_file(dev, o, rep, &c.v[i], j - i, out, &budget);
+		recover_file(dev, o, &t, rep, &c.v[i], j - i, out, &budget);
 		rep->failed += out->outcome != TDAX_RECOVERED && out->outcome != TDAX_DISCARDED;
 	}
 	free(c.v);
@@ -264,9 +377,9 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
-		const struct tdax_rec *r = c.v[i].r;
+		const struct tdax_rec *r = &c.v[i].h;
 		if (r->fgen == gen)
-			rc = write_all(fd, (const char *)(r + 1), r->len, r->off);
+			rc = write_all(fd, c.v[i].data, r->len, r->off);
 	}
 	free(c.v);
 	return rc;
@@ -280,6 +393,7 @@ const char *tdax_outcome_name(enum tdax_file_outcome o)
 	case TDAX_DISCARDED: return "discarded";
 	case TDAX_NOT_PERMITTED: return "not-permitted";
 	case TDAX_IO_FAILED: return "io-failed";
+	case TDAX_REFUSED: return "refused";
 	}
 	return "unknown";
 }

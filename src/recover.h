@@ -4,10 +4,21 @@
  * If the page cache survived (same boot, no power failure declared), every
  * file with live records is fdatasync'ed and its records released. If it
  * may have been lost, every live record is replayed onto its file in
- * sequence order first. A file is opened only if it is still the file that
- * was registered (device, inode, generation) and only with the privileges
- * of the user who registered it. Recovery is idempotent: it releases
- * nothing before the file is synced, so it can be killed and run again.
+ * sequence order first. Recovery is idempotent: it releases nothing before
+ * the file is synced, so it can be killed and run again.
+ *
+ * Whose rights (SPEC §3 rule 8): the region's owner's (st_uid/st_gid of the
+ * region file or DAX device), not a uid written in the region, and only for
+ * files that owner owns. Only root's own region (owned by root, writable by
+ * no other user) is believed about which user registered a file: its files
+ * are opened as that user. A root-owned region other users can write gets
+ * no root file recovered from it.
+ *
+ * A file is opened for writing only once an O_PATH descriptor of its path
+ * (last component not followed) shows it is the registered regular file
+ * (file system, inode, owner); the opened file is checked again, and where
+ * the file system has inode generations, the generation must match the
+ * registered one.
  */
 #ifndef TDAX_RECOVER_H
 #define TDAX_RECOVER_H
@@ -23,6 +34,7 @@ enum tdax_file_outcome {
 	TDAX_DISCARDED,       /* unmatched, and released on request */
 	TDAX_NOT_PERMITTED,   /* caller may not act for the registering user: kept */
 	TDAX_IO_FAILED,       /* write or sync failed: kept */
+	TDAX_REFUSED,         /* the region's owner may not write this file: kept */
 };
 
 struct tdax_recover_file {

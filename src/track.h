@@ -32,6 +32,8 @@
 
 #define TDAX_WIN_BUCKETS 8
 #define TDAX_PAGE_SHIFT 12
+#define TDAX_MAX_GRAN_ORDER 20               /* ranges of at most 2^20 pages */
+#define TDAX_MAX_WINDOW_NS 86400000000000ull /* windows of at most a day */
 
 /* The tunables (shared by all processes through the device). */
 struct tdax_tunables {
@@ -127,7 +129,8 @@ bool tdax_track_job_pending(const struct tdax_range_track *r);
  */
 void tdax_track_job_reclaim(struct tdax_range_track *r);
 
-/* Validate tunables: NULL if fine, else what is wrong. */
+/* Validate tunables: NULL if fine, else what is wrong. Tunables read from
+ * the device go through it too (control.h): the region is not trusted. */
 const char *tdax_tunables_check(const struct tdax_tunables *t);
 
 #endif

@@ -205,3 +205,88 @@ TEST(boot_change_is_detected_from_state)
 	CHECK(dev->st->clean == TDAX_STATE_UNCLEAN);
 	tdax_device_close(dev);
 }
+
+/* A fresh device whose super-block has one field set to v and is then
+ * re-signed, as a forger would: the geometry checks themselves must refuse
+ * it (the checksum holds). */
+static const char *resigned_device(size_t off, uint64_t v, size_t width)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	if (!dev)
+		return NULL;
+	static char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dev->path);
+	tdax_device_close(dev);
+	struct tdax_super sb;
+	int fd = open(path, O_RDWR);
+	if (fd < 0 || pread(fd, &sb, sizeof(sb), 0) != (ssize_t)sizeof(sb)) {
+		close(fd);
+		return NULL;
+	}
+	memcpy((char *)&sb + off, &v, width); /* little-endian: the low bytes */
+	sb.crc = tdax_crc32c(0, &sb, offsetof(struct tdax_super, crc));
+	ssize_t w = pwrite(fd, &sb, sizeof(sb), 0);
+	close(fd);
+	return w == (ssize_t)sizeof(sb) ? path : NULL;
+}
+
+#define FIELD(f) offsetof(struct tdax_super, f), sizeof(((struct tdax_super *)0)->f)
+
+/* Each forged geometry is refused with the field's name, its value, the
+ * region and the way out; before validation some of them crashed every
+ * process opening the region (SIGSEGV, SIGFPE). */
+TEST(resigned_impossible_geometry_is_refused_field_by_field)
+{
+	static const struct {
+		size_t off, width;
+		uint64_t v;
+		const char *field;
+	} bad[] = {
+		{ FIELD(files_off), UINT64_MAX - 4095, "files_off" },
+		{ FIELD(ranges_off), UINT64_MAX - 255, "ranges_off" },
+		{ FIELD(segs_off), UINT64_MAX - (1u << 20) + 1, "segs_off" },
+		{ FIELD(segs_off), 1u << 30, "segs_off" },             /* past the capacity */
+		{ FIELD(ranges_off), 4096, "ranges_off" },             /* overlaps the file table */
+		{ FIELD(segs_off), 4096 + (1u << 20), "segs_off" },    /* overlaps the range table */
+		{ FIELD(files_off), 4096 + 8, "files_off" },           /* misaligned atomics */
+		{ FIELD(files_off), 0, "files_off" },                  /* over the header */
+		{ FIELD(max_ranges), 0, "max_ranges" },                /* was SIGFPE in the hash */
+		{ FIELD(max_files), 0, "max_files" },
+		{ FIELD(nsegs), 0, "nsegs" },
+		{ FIELD(nsegs), UINT32_MAX, "segs_off" },              /* segments past the end */
+		{ FIELD(seg_size), 256, "seg_size" },
+		{ FIELD(file_entry_size), 64, "file_entry_size" },
+		{ FIELD(range_entry_size), 64, "range_entry_size" },
+		{ FIELD(capacity), UINT64_MAX, "truncated" },
+		{ FIELD(backend), 7, "backend" },
+		{ FIELD(persist_cost_ns), UINT64_MAX, "persist_cost_ns" }, /* every barrier hung */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *p = resigned_device(bad[i].off, bad[i].v, bad[i].width);
+		struct tdax_err e;
+		CHECK(p && try_open(p, 0, &e) == -1);
+		if (!strstr(e.msg, bad[i].field) || !strstr(e.msg, p))
+			fprintf(stderr, "  case %zu: %s\n", i, e.msg);
+		CHECK(strstr(e.msg, bad[i].field) && strstr(e.msg, p));
+		if (strcmp(bad[i].field, "truncated") != 0 && bad[i].off != offsetof(struct tdax_super, nsegs)) {
+			char v[32];
+			snprintf(v, sizeof(v), "= %llu", (unsigned long long)(bad[i].width == 4
+				? (uint32_t)bad[i].v : bad[i].v));
+			CHECK(strstr(e.msg, v) && strstr(e.msg, "tdax device create --force"));
+		}
+	}
+}
+
+/* The geometry is read once, at open: a region rewritten afterwards (by
+ * anyone who can write it) cannot move a table out of the mapping. */
+TEST(geometry_changed_after_open_is_not_used)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t nsegs = dev->sb->nsegs;
+	struct tdax_super *mapped = (struct tdax_super *)dev->base;
+	mapped->nsegs = UINT32_MAX;
+	mapped->files_off = UINT64_MAX;
+	CHECK(dev->sb->nsegs == nsegs && dev->sb->files_off == 4096);
+	tdax_device_close(dev);
+}

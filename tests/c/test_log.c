@@ -384,3 +384,91 @@ TEST(records_of_an_earlier_epoch_are_never_read_again)
 	CHECK(s.n == 1 && s.corrupt == 0);
 	tdax_device_close(dev);
 }
+
+/* A free segment's header is not trusted when it is claimed: a forged tail
+ * sent the record copy out of the mapping (SIGSEGV), a forged slot count
+ * wrote the slot over the records. */
+TEST(forged_free_segment_header_is_emptied_when_claimed)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t g, f = tdax_test_new_file(dev, "forged-free", &g);
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		struct tdax_seg *s = tdax_seg_at(dev, i);
+		atomic_store(&s->tail, UINT64_MAX - 63);
+		s->nslots = 4000;
+		s->written = UINT64_MAX;
+	}
+	uint64_t seq;
+	CHECK(put(dev, f, g, 0, 300, &seq) == 0);
+	struct seen sn;
+	scan(dev, &sn);
+	CHECK(sn.n == 1 && sn.bad_data == 0 && sn.has[seq]);
+	uint32_t seg = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ first_seg, NULL, &seg });
+	const struct tdax_seg *s = tdax_seg_at(dev, seg);
+	CHECK(s->nslots == 1 && s->slot[0].file == f && atomic_load(&s->tail) == tdax_rec_size(300));
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	CHECK(u.used <= u.capacity);
+	tdax_device_close(dev);
+}
+
+/* The segment being appended to is rewritten behind its owner's back: the
+ * owner keeps appending inside its segment, with its own tail and slots. */
+TEST(owned_segment_header_changed_under_the_writer_is_not_followed)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t g, f = tdax_test_new_file(dev, "forged-owned", &g);
+	uint64_t seq;
+	CHECK(put(dev, f, g, 0, 100, &seq) == 0);
+	uint32_t seg = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ first_seg, NULL, &seg });
+	struct tdax_seg *s = tdax_seg_at(dev, seg);
+	atomic_store(&s->tail, UINT64_MAX - 63);
+	s->nslots = 4000;
+	CHECK(put(dev, f, g, 100, 100, &seq) == 0);
+	struct seen sn;
+	scan(dev, &sn);
+	CHECK(sn.n == 2 && sn.bad_data == 0 && sn.has[seq]);
+	CHECK(atomic_load(&s->tail) == 2 * (uint64_t)tdax_rec_size(100));
+	tdax_device_close(dev);
+}
+
+static bool area_has(const char *p, size_t n, const char *what)
+{
+	return memmem(p, n, what, strlen(what)) != NULL;
+}
+
+/* Released records do not stay readable in the region: a reclaimed
+ * segment's record area is zeroed, whatever its owner reset in place. */
+TEST(reclaimed_segment_is_wiped)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t g, f = tdax_test_new_file(dev, "wiped", &g);
+	uint64_t seq;
+	static const char secret[] = "correct horse battery staple";
+	char buf[4096];
+	for (int i = 0; i < 8; i++) {
+		memset(buf, 'x', sizeof(buf));
+		memcpy(buf + 100, secret, sizeof(secret) - 1);
+		CHECK(tdax_log_append(dev, f, g, (uint64_t)i * 4096, buf, sizeof(buf), &seq) == 0);
+		if (i == 3) /* released: the owner resets its segment in place */
+			tdax_file_release(dev, f, g, seq);
+	}
+	uint32_t seg = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ first_seg, NULL, &seg });
+	const char *area = (const char *)tdax_seg_at(dev, seg) + TDAX_SEG_HEADER_SIZE;
+	size_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	CHECK(area_has(area, room, secret));
+	tdax_log_seal_mine(dev);
+	tdax_log_release(dev, f, g, seq);
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	CHECK(u.segs_sealed == 0 && u.segs_owned == 0);
+	CHECK(!area_has(area, room, secret));
+	CHECK(tdax_seg_at(dev, seg)->written == 0);
+	tdax_device_close(dev);
+}

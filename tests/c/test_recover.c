@@ -4,12 +4,16 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "files.h"
 #include "log.h"
 #include "recover.h"
@@ -309,6 +313,202 @@ TEST(replay_is_refused_while_a_writer_is_alive)
 	CHECK(strstr(e.msg, "is writing to this device"));
 	o.power_failure = false; /* a checkpoint is safe while others write */
 	CHECK(tdax_recover(dev, &o, &r, &e) == 0 && r.files[0].outcome == TDAX_RECOVERED);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+/* ---- whose rights recovery acts with (issue 15) ---- */
+
+#define NOBODY 65534
+
+static bool holds(const char *path, const char *what)
+{
+	char buf[64] = { 0 };
+	int fd = open(path, O_RDONLY);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n == (ssize_t)strlen(what) && memcmp(buf, what, (size_t)n) == 0;
+}
+
+static int make_file(const char *name, const char *data, mode_t mode, uid_t owner, char *path)
+{
+	snprintf(path, 512, "%s/%s", tdax_test_dir(), name);
+	unlink(path);
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, mode);
+	if (fd < 0 || write(fd, data, strlen(data)) != (ssize_t)strlen(data) ||
+	    fchmod(fd, mode) || fchown(fd, owner, owner)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Register fd as path and log data at offset 0, as user uid (in a child:
+ * the entry records the registering process's uid). */
+static int log_as(struct tdax_device *dev, uid_t uid, int fd, const char *path, const char *data)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgid(uid) || setuid(uid))
+			_exit(1);
+		uint32_t idx, gen;
+		uint64_t seq;
+		struct tdax_err e;
+		bool created;
+		if (tdax_files_register(dev, fd, path, &idx, &gen, &created, &e) ||
+		    tdax_log_append(dev, idx, gen, 0, data, (uint32_t)strlen(data), &seq))
+			_exit(2);
+		_exit(0);
+	}
+	int st;
+	return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static const struct tdax_recover_file *outcome_of(const struct tdax_recover_report *r,
+						  const char *path)
+{
+	for (uint32_t i = 0; i < r->nfiles; i++)
+		if (strcmp(r->files[i].path, path) == 0)
+			return &r->files[i];
+	return NULL;
+}
+
+/*
+ * An attacker who can write a region gets root's 'tdax recover' to write
+ * root's files: an entry claiming uid 0, or an entry of the attacker naming
+ * a root-owned file the attacker may write (mode 0666). Recovery acts as
+ * the region's owner (or, for a root-owned region others can write, never
+ * as root) and only on files that user owns; the user's own file is
+ * recovered as before.
+ */
+static void check_region_trust(uid_t region_owner, mode_t region_mode)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "  needs root to act as another user\n");
+		tdax_test_failed = 1;
+		return;
+	}
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	CHECK(chown(dev->path, region_owner, region_owner) == 0 && chmod(dev->path, region_mode) == 0);
+	CHECK(chmod(tdax_test_dir(), 0755) == 0);
+	char root_claimed[512], root_open[512], mine[512], readonly[512];
+	int f1 = make_file("root-claimed", "root data", 0644, 0, root_claimed);
+	int f2 = make_file("root-0666", "root data", 0666, 0, root_open);
+	int f3 = make_file("users", "old", 0644, NOBODY, mine);
+	/* the user's, read-only to the user, writable by root's group: the
+	 * owner bits alone decide, root's groups (kept under setfsuid) do not */
+	int f4 = make_file("users-ro", "old", 0464, NOBODY, readonly);
+	CHECK(f1 >= 0 && f2 >= 0 && f3 >= 0 && f4 >= 0 && fchown(f4, NOBODY, 0) == 0);
+	CHECK(log_as(dev, 0, f1, root_claimed, "PWNED") == 0);  /* entry says uid 0 */
+	CHECK(log_as(dev, NOBODY, f2, root_open, "PWNED") == 0);
+	CHECK(log_as(dev, NOBODY, f3, mine, "new") == 0);
+	CHECK(log_as(dev, NOBODY, f4, readonly, "new") == 0);
+	close(f1), close(f2), close(f3), close(f4);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	const struct tdax_recover_file *a = outcome_of(&r, root_claimed), *b = outcome_of(&r, root_open),
+				       *c = outcome_of(&r, mine), *d = outcome_of(&r, readonly);
+	CHECK(r.nfiles == 4 && a && b && c && d);
+	CHECK(a->outcome == TDAX_REFUSED && strstr(a->reason, "uid 0"));
+	CHECK(b->outcome == TDAX_REFUSED && strstr(b->reason, "belongs to uid 0"));
+	CHECK(c->outcome == TDAX_RECOVERED && r.applied == 1);
+	CHECK(d->outcome == TDAX_NOT_PERMITTED && holds(readonly, "old"));
+	CHECK(strcmp(tdax_outcome_name(a->outcome), "refused") == 0);
+	CHECK(holds(root_claimed, "root data") && holds(root_open, "root data") && holds(mine, "new"));
+	struct stat st;
+	CHECK(stat(mine, &st) == 0 && st.st_uid == NOBODY);
+	tdax_recover_report_free(&r);
+	/* refused records are kept, and stay refused */
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1 && r.nfiles == 3 && r.applied == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(root_recovering_a_users_region_acts_only_as_that_user_on_their_files)
+{
+	check_region_trust(NOBODY, 0600);
+}
+
+TEST(root_owned_region_others_can_write_recovers_no_root_file)
+{
+	check_region_trust(0, 0666);
+}
+
+/* Re-sign a file entry after changing it, as a forger would. */
+static void resign_entry(struct tdax_file *f)
+{
+	uint32_t c = tdax_crc32c(0, &f->gen, offsetof(struct tdax_file, crc) -
+				 offsetof(struct tdax_file, gen));
+	f->crc = tdax_crc32c(c, f->path, strnlen(f->path, sizeof(f->path)));
+}
+
+/* Where the file system has inode generations (the test files are on the
+ * disk), the generation must match: an entry claiming "no generation" is
+ * not believed. */
+TEST(stored_no_generation_flag_is_not_believed)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "gen");
+	int g;
+	if (ioctl(fa, FS_IOC_GETVERSION, &g) != 0) {
+		fprintf(stderr, "  %s has no inode generations: nothing to check\n", tdax_test_dir());
+		close(fa);
+		tdax_device_close(dev);
+		return;
+	}
+	CHECK(tw(dev, &a, fa, 0, "from another inode", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	struct tdax_file *f = tdax_file_at(dev, a.idx);
+	CHECK(f->flags & TDAX_FILE_HAS_IGEN);
+	f->flags = 0;
+	f->igen++;
+	resign_entry(f);
+	CHECK(tdax_file_valid(f));
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_UNMATCHED && r.applied == 0);
+	struct stat st;
+	CHECK(stat(a.path, &st) == 0 && st.st_size == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+/* A recorded path that now names something other than a regular file (a
+ * FIFO here; a device node would do worse) is never opened for writing:
+ * its identity is checked through O_PATH first. An open for writing would
+ * show up at the FIFO's reader as a hang-up. */
+TEST(non_regular_file_at_recorded_path_is_not_opened)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "fifo");
+	CHECK(tw(dev, &a, fa, 0, "data", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	CHECK(unlink(a.path) == 0 && mkfifo(a.path, 0666) == 0);
+	int reader = open(a.path, O_RDONLY | O_NONBLOCK);
+	CHECK(reader >= 0);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_UNMATCHED);
+	CHECK(strstr(r.files[0].reason, "no regular file"));
+	struct pollfd p = { .fd = reader, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) == 0 && !(p.revents & POLLHUP)); /* no writer ever came */
+	close(reader);
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
 }

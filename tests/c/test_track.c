@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "control.h"
+#include "files.h"
 #include "track.h"
 
 #define MS 1000000ull
@@ -256,4 +258,55 @@ TEST(tunables_are_validated)
 	t = T;
 	t.wb_window_ns = 0;
 	CHECK(tdax_tunables_check(&t) != NULL);
+}
+
+/* Tunables come from a region others may write: a set that could not have
+ * been stored by 'tdax set' reads as the defaults (gran_order=64 was an
+ * undefined shift in every writing process). */
+TEST(tunables_read_from_a_damaged_region_are_the_defaults)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	const struct tdax_tunables dflt = TDAX_DEFAULT_TUNABLES;
+	struct tdax_control *c = tdax_control(dev);
+	struct tdax_tunables t;
+	atomic_store(&c->gran_order, 64);
+	tdax_control_get(dev, &t);
+	CHECK(t.gran_order == dflt.gran_order && !tdax_tunables_check(&t));
+	atomic_store(&c->gran_order, 4);
+	atomic_store(&c->wr_window_ns, 0);
+	tdax_control_get(dev, &t);
+	CHECK(t.gran_order == dflt.gran_order && t.wr_window_ns == dflt.wr_window_ns);
+	atomic_store(&c->wr_window_ns, UINT64_MAX);
+	atomic_store(&c->downgrade_pct, 90);
+	tdax_control_get(dev, &t);
+	CHECK(memcmp(&t, &dflt, sizeof(t)) == 0);
+	/* a valid set is read as it is */
+	atomic_store(&c->wr_window_ns, 2000000000ull);
+	atomic_store(&c->downgrade_pct, 10);
+	tdax_control_get(dev, &t);
+	CHECK(t.gran_order == 4 && t.wr_window_ns == 2000000000ull && t.downgrade_pct == 10);
+	tdax_device_close(dev);
+}
+
+TEST(windows_longer_than_a_day_are_refused)
+{
+	struct tdax_tunables t = TDAX_DEFAULT_TUNABLES;
+	t.wb_window_ns = TDAX_MAX_WINDOW_NS + 1;
+	CHECK(tdax_tunables_check(&t) && strstr(tdax_tunables_check(&t), "a day"));
+	t.wb_window_ns = TDAX_MAX_WINDOW_NS;
+	CHECK(!tdax_tunables_check(&t));
+}
+
+/* A file's granularity is stored in its entry and used as a shift: a value
+ * no tdax writes is cut to the largest G. */
+TEST(stored_file_granularity_is_cut_to_the_largest)
+{
+	struct tdax_file_rt rt;
+	memset(&rt, 0, sizeof(rt));
+	CHECK(tdax_file_gran(&rt) == 0);
+	atomic_store(&rt.gran, 10);
+	CHECK(tdax_file_gran(&rt) == 10);
+	atomic_store(&rt.gran, UINT32_MAX);
+	CHECK(tdax_file_gran(&rt) == TDAX_MAX_GRAN_ORDER + 1);
 }

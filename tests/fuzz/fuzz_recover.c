@@ -5,10 +5,15 @@
  *
  * A template device is made once: three registered files with records. Each
  * input patches it in chunks of: a 1-byte target (anywhere in the region,
- * inside a record's header, inside a file entry), 2 bytes choosing where,
- * a 1-byte length and the bytes; then the region is opened, scanned (every delivered
- * record is checked again here: whole, inside its segment, checksums
- * valid) and recovered in replay mode onto the scratch files.
+ * inside a record's header, inside a file entry, the super-block, a segment
+ * header with its slots -- most segments are free --, the tunables), 2 bytes
+ * choosing where, a 1-byte length and the bytes. A patched super-block is
+ * re-signed (its checksum is no secret), so the geometry checks themselves
+ * are exercised. Then the region is opened, scanned (every delivered record
+ * is checked again here: whole, inside its segment, checksums valid),
+ * recovered in replay mode onto the scratch files, and used as a writer
+ * would: tunables read (they must pass their check), a range looked up,
+ * records appended (claiming free segments as they are) and released.
  *
  * Checksums stop a fuzzer cold, so the first input byte can also ask the
  * harness to re-sign the headers (bit 0) and the data (bit 1) of every
@@ -24,15 +29,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "crc32c.h"
 #include "files.h"
 #include "log.h"
+#include "ranges.h"
 #include "recover.h"
 
 static char *tmpl;
 static size_t tmpl_size;
 static size_t recs[64], nrecs;  /* where the template's record headers are */
-static size_t files_off;
+static size_t files_off, segs_off, seg_size, nsegs;
 static char region[64], dir[64];
 
 static int note_record(void *ctx, const struct tdax_rec *r)
@@ -87,6 +94,9 @@ static void make_template(void)
 	tdax_log_seal_mine(dev);
 	tdax_log_scan(dev, &(struct tdax_scan_cb){ note_record, NULL, dev });
 	files_off = dev->sb->files_off;
+	segs_off = dev->sb->segs_off;
+	seg_size = dev->sb->seg_size;
+	nsegs = dev->sb->nsegs;
 	tdax_device_close(dev);
 	int fd = open(region, O_RDONLY);
 	tmpl_size = 8 << 20; /* all of it: header, file and range tables, segments */
@@ -135,6 +145,27 @@ static void resign(struct tdax_device *dev, bool data)
 	}
 }
 
+/* What every process writing to the region does with it. */
+static void use_as_writer(struct tdax_device *dev)
+{
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	if (tdax_tunables_check(&t))
+		abort(); /* a tunable read from the region that was not validated */
+	uint32_t gen = tdax_file_at(dev, 0)->gen;
+	tdax_ranges_get(dev, 0, gen, 7, true);
+	static char data[3000];
+	uint64_t seq = 0;
+	for (uint32_t k = 0; k < 40; k++)
+		tdax_log_append(dev, 0, gen, k * 100, data, 100 + k * 70, &seq);
+	tdax_log_seal_mine(dev);
+	tdax_log_release(dev, 0, gen, seq);
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	if (u.used > u.capacity)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 {
 	if (!tmpl)
@@ -143,12 +174,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 	int fd = open(region, O_RDWR);
 	if (fd < 0 || pwrite(fd, tmpl, tmpl_size, 0) != (ssize_t)tmpl_size)
 		abort();
+	bool super = false;
 	for (size_t i = 1; i + 4 <= n;) {
 		size_t sel = (size_t)in[i + 1] << 8 | in[i + 2], off;
-		switch (in[i] % 3) {
+		switch (in[i] % 6) {
 		case 0: off = sel * (tmpl_size >> 16); break;                      /* anywhere */
 		case 1: off = recs[sel % nrecs] + (sel >> 8) % sizeof(struct tdax_rec); break;
-		default: off = files_off + (sel % 3) * TDAX_FILE_ENTRY_SIZE + (sel >> 2) % 256; break;
+		case 2: off = files_off + (sel % 3) * TDAX_FILE_ENTRY_SIZE + (sel >> 2) % 256; break;
+		case 3: off = sel % sizeof(struct tdax_super); super = true; break;
+		case 4: off = segs_off + (sel % nsegs) * seg_size + (sel >> 7) % sizeof(struct tdax_seg);
+			break;
+		default: off = TDAX_TUNABLES_OFF + sel % sizeof(struct tdax_control); break;
 		}
 		size_t len = in[i + 3] % 16 + 1;
 		i += 4;
@@ -157,6 +193,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 		if (len && pwrite(fd, in + i, len, (off_t)off) < 0)
 			abort();
 		i += len;
+	}
+	if (super) { /* re-sign it, as a forger would */
+		struct tdax_super sb;
+		if (pread(fd, &sb, sizeof(sb), 0) != (ssize_t)sizeof(sb))
+			abort();
+		sb.crc = tdax_crc32c(0, &sb, offsetof(struct tdax_super, crc));
+		if (pwrite(fd, &sb, sizeof(sb), 0) != (ssize_t)sizeof(sb))
+			abort();
 	}
 	close(fd);
 	struct tdax_err e;
@@ -173,6 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 			abort();
 		tdax_recover_report_free(&r);
 	}
+	use_as_writer(dev);
 	tdax_device_close(dev);
 	return 0;
 }

@@ -2,6 +2,9 @@
 interrupted recovery."""
 import json
 import os
+import struct
+
+import pytest
 
 from conftest import LOGWRITER, TDAX, run
 
@@ -131,3 +134,69 @@ def test_recovery_killed_then_rerun(device, diskdir):
 def test_recover_of_a_missing_device_says_how_to_create_one():
     p = run(TDAX, "recover", "--device", "/dev/shm/tdax-none-here", check=1)
     assert "no such device region" in p.stderr and "tdax device create" in p.stderr
+
+
+NOBODY = 65534
+
+
+def test_root_recovers_a_users_region_only_for_that_user(device, diskdir):
+    """A region nobody owns (and so nobody can forge): root's recover acts as
+    nobody, on nobody's files only. An entry claiming root's file (logwriter
+    run as root stands in for the forger) is refused, in JSON and in text,
+    and the file is left alone; nobody's own file is replayed."""
+    run(TDAX, "device", "create", "--device", device, check=0)
+    os.chown(device, NOBODY, NOBODY)
+    victim = diskdir / "victim"
+    victim.write_bytes(b"root's file")
+    run(LOGWRITER, device, victim, 3, 100, check=0)
+    users = diskdir / "users"
+    users.write_bytes(b"")
+    os.chown(users, NOBODY, NOBODY)
+    run(LOGWRITER, device, users, 3, 100, check=0, user=NOBODY)
+
+    rep = recover(device, "--power-failure", check=3)
+    by_path = {f["path"]: f for f in rep["files"]}
+    assert by_path[str(victim)]["outcome"] == "refused"
+    assert "uid 0" in by_path[str(victim)]["reason"]
+    assert by_path[str(users)]["outcome"] == "recovered"
+    assert victim.read_bytes() == b"root's file"
+    assert users.read_bytes() == expected(3, 100) and os.stat(users).st_uid == NOBODY
+    p = run(TDAX, "recover", "--device", device, "--power-failure", check=3)
+    assert "refused" in p.stdout and str(victim) in p.stdout
+    assert victim.read_bytes() == b"root's file"
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+SB_CRC = 116  # offsetof(struct tdax_super, crc)
+
+
+@pytest.mark.parametrize("field,off,fmt,value", [
+    ("files_off", 64, "<Q", 2**64 - 4096),
+    ("segs_off", 96, "<Q", 2**64 - 2**20),
+    ("max_ranges", 88, "<I", 0),
+    ("nsegs", 104, "<I", 0),
+])
+def test_resigned_impossible_geometry_is_refused_by_every_command(device, field, off, fmt, value):
+    """A forger re-signs the super-block: every command refuses the region
+    with the field, its value and the way out, instead of crashing (SIGSEGV,
+    SIGFPE), and the application is not started on it."""
+    run(TDAX, "device", "create", "--device", device, check=0)
+    with open(device, "r+b") as f:
+        sb = bytearray(f.read(128))
+        struct.pack_into(fmt, sb, off, value)
+        struct.pack_into("<I", sb, SB_CRC, crc32c(bytes(sb[:SB_CRC])))
+        f.seek(0)
+        f.write(sb)
+    for cmd in (["device", "info"], ["recover"], ["status"], ["run"]):
+        extra = ["--", "true"] if cmd == ["run"] else []
+        p = run(TDAX, *cmd, "--device", device, *extra, check=1)
+        assert f"field {field} = {value} is invalid" in p.stderr, p.stderr
+        assert device in p.stderr and "tdax device create --force" in p.stderr
