@@ -191,6 +191,9 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	if (fstat(dev->fd, &st) == 0) {
 		dev->file_dev = st.st_dev;
 		dev->file_ino = st.st_ino;
+		dev->file_uid = st.st_uid;
+		dev->file_gid = st.st_gid;
+		dev->file_mode = st.st_mode;
 	}
 	pmem2_source_delete(&dev->src);
 	close(dev->fd);
@@ -435,7 +438,7 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 }
 
 /* Is a region of cap bytes with segments of seg bytes possible? */
-static int check_geometry(const char *path, uint64_t cap, uint32_t seg, struct tdax_err *err)
+static int check_create_size(const char *path, uint64_t cap, uint32_t seg, struct tdax_err *err)
 {
 	if (cap < TDAX_MIN_CAPACITY)
 		return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at least "
@@ -524,7 +527,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
 
 	snprintf(dev.path, sizeof(dev.path), "%s", o->path);
-	if (file && check_geometry(o->path, cap & ~(uint64_t)4095, seg, err))
+	if (file && check_create_size(o->path, cap & ~(uint64_t)4095, seg, err))
 		return -1;
 	if (file) {
 		dev.fd = open_region_file(o, mode, &st, &made, err);
@@ -573,7 +576,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 	}
 	cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
 	cap &= ~(uint64_t)4095;
-	if (check_geometry(o->path, cap, seg, err)) {
+	if (check_create_size(o->path, cap, seg, err)) {
 		if (made)
 			remove_made(o->path, &st);
 		unmap_region(&dev);

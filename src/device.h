@@ -88,7 +88,11 @@ struct tdax_state {
 struct tdax_device {
 	char path[PATH_MAX];
 	int fd;                   /* while opening only: closed once mapped */
-	uint64_t file_dev, file_ino; /* what path named when it was mapped (st_dev, st_ino) */
+	/* What path named when it was mapped (the descriptor's fstat). */
+	uint64_t file_dev, file_ino;
+	uid_t file_uid;
+	gid_t file_gid;
+	mode_t file_mode;
 	enum tdax_backend backend;
 	struct pmem2_source *src;
 	struct pmem2_map *map;

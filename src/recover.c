@@ -113,14 +113,12 @@ struct trust {
 
 static int region_trust(const struct tdax_device *dev, struct trust *t, struct tdax_err *err)
 {
-	struct stat st;
-	if (fstat(dev->fd, &st) != 0)
-		return tdax_errf(err, "%s: cannot stat the device region to learn its owner: %s; "
-			"nothing was recovered", dev->path, strerror(errno));
-	t->uid = st.st_uid;
-	t->gid = st.st_gid;
-	t->mode = (unsigned)(st.st_mode & 07777);
-	t->shared = (st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != 0);
+	(void)err;
+	/* The owner the region had when it was opened (its descriptor's). */
+	t->uid = dev->file_uid;
+	t->gid = dev->file_gid;
+	t->mode = (unsigned)(dev->file_mode & 07777);
+	t->shared = (dev->file_mode & S_IWOTH) || ((dev->file_mode & S_IWGRP) && dev->file_gid != 0);
 	return 0;
 }
 

@@ -391,6 +391,12 @@ static void check_region_trust(uid_t region_owner, mode_t region_mode)
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
 	CHECK(chown(dev->path, region_owner, region_owner) == 0 && chmod(dev->path, region_mode) == 0);
+	/* Recovery trusts the region as it was when opened: open it again. */
+	char region[PATH_MAX];
+	snprintf(region, sizeof(region), "%s", dev->path);
+	struct tdax_err oe;
+	tdax_device_close(dev);
+	CHECK(tdax_device_open(region, TDAX_OPEN_ANY_OWNER | TDAX_OPEN_ALLOW_SHARED, &dev, &oe) == 0);
 	CHECK(chmod(tdax_test_dir(), 0755) == 0);
 	char root_claimed[512], root_open[512], mine[512], readonly[512];
 	int f1 = make_file("root-claimed", "root data", 0644, 0, root_claimed);
