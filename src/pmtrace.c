@@ -1,6 +1,7 @@
 /*
- * pmtrace -- the persist-order trace of the device's primitives (see pmtrace.h).
- * A test mode: slow on purpose (a write(2) per event, one lock).
+ * pmtrace -- the persist-order trace of the device's primitives (see pmtrace.h);
+ * only the test build compiles this file. Slow on purpose (a write(2) per
+ * event, one lock).
  */
 #define _GNU_SOURCE
 #include "pmtrace.h"

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "lsync.h"
 #include "recover.h"
+#include "testaid.h"
 #include "trace.h"
 #include "writeback.h"
 
@@ -226,8 +227,10 @@ static void configure(void)
 		warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
 	const char *q = getenv("TDAX_QUIET");
 	tdax_rt.quiet = q && !strcmp(q, "1");
-	const char *lie = getenv("TDAX_TEST_LIE");
+#ifdef TDAX_TEST_BUILD
+	const char *lie = TDAX_TEST_ENV("LIE");
 	tdax_rt.test_lie = lie && !strcmp(lie, "1");
+#endif
 	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10) * 1000000u;
 	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000) * 1000000u;
 	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20);

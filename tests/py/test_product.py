@@ -1,0 +1,72 @@
+"""What ships: the product build (build/bin/tdax, build/lib/libtdax.so) has
+no test aid -- no TDAX_TEST_ name in it, and setting one changes nothing.
+Also: the aids of the test build (src/testaid.h) are there."""
+
+from conftest import BUILD, PY, TDAX, TDAX_PRODUCT, info, run
+
+PRODUCT_FILES = [TDAX_PRODUCT, BUILD / "lib" / "libtdax.so"]
+TEST_FILES = [TDAX, BUILD / "test" / "lib" / "libtdax.so"]
+RECORDS, SIZE = 40, 128
+
+# Appends RECORDS records of SIZE bytes, each followed by fdatasync; waits for
+# the write-back thread to add the counters to the device, then dies by
+# SIGKILL, so that the records stay live in the device.
+APPEND = f"""
+import os, signal, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range({RECORDS}):
+    os.write(fd, bytes([65 + i % 26]) * {SIZE})
+    os.fdatasync(fd)
+time.sleep(0.3)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def expected():
+    return b"".join(bytes([65 + i % 26]) * SIZE for i in range(RECORDS))
+
+
+def append_under(tdax, device, path, env):
+    e = {"TDAX_QUIET": "1", "TDAX_WB_AGE_MS": "3600000", **env}
+    p = run(tdax, "run", "--device", device, "--policy", "always", "--", PY, "-c", APPEND, path, env=e)
+    assert p.returncode == -9 or p.returncode == 137, p.stderr
+
+
+def test_product_binaries_hold_no_test_aid():
+    held = [str(f) for f in PRODUCT_FILES if b"TDAX_TEST_" in f.read_bytes()]
+    assert not held, f"test aids (TDAX_TEST_...) in the product: {held}"
+    # The check can see one: the test build has them.
+    missing = [str(f) for f in TEST_FILES if b"TDAX_TEST_" not in f.read_bytes()]
+    assert not missing, f"not the test build: {missing}"
+
+
+def test_product_ignores_test_lie_and_recover_kill(dev, diskdir):
+    """TDAX_TEST_LIE=1 under the product: the syncs are still light and
+    their records live in the device; a power cut loses nothing, and
+    TDAX_TEST_RECOVER_KILL_AFTER does not stop the recovery."""
+    path = diskdir / "log"
+    append_under(TDAX_PRODUCT, dev, path, {"TDAX_TEST_LIE": "1"})
+    d = info(dev)
+    # The first sync is real (the file was created); every other one light.
+    assert d["counters"]["light_syncs"] == RECORDS - 1, d["counters"]
+    assert d["live_records"] >= RECORDS - 1 and d["log_used"] > 0, d
+    with open(path, "r+b") as f:  # power cut: the page cache held all but the first record
+        f.truncate(SIZE)
+    p = run(TDAX_PRODUCT, "recover", "--device", dev, "--power-failure", "--json",
+            env={"TDAX_TEST_RECOVER_KILL_AFTER": "1"})
+    assert p.returncode == 0, p.stderr
+    assert path.read_bytes() == expected()
+
+
+def test_test_build_has_the_aids(dev, diskdir):
+    """The same workload under the test build: the lie logs nothing, and the
+    recovery of the records kills itself (what the product must not do)."""
+    path = diskdir / "log"
+    append_under(TDAX, dev, path, {"TDAX_TEST_LIE": "1"})
+    assert info(dev)["live_records"] == 0
+    path.unlink()
+    append_under(TDAX, dev, path, {})
+    assert info(dev)["live_records"] >= RECORDS - 1
+    p = run(TDAX, "recover", "--device", dev, "--power-failure",
+            env={"TDAX_TEST_RECOVER_KILL_AFTER": "1"})
+    assert p.returncode == -9
