@@ -7,7 +7,8 @@
  * as they are at the moment of the flush), a drain records a fence, and
  * tdax_pmtrace_mark() records an event of the program's (such as "this
  * write was acknowledged"). Non-temporal copies become copy + flush, so
- * every byte that can reach the media is seen. tests/crash/pmreorder.py
+ * every byte that can reach the media is seen; the device's own primitives
+ * still run, so a traced device stays persistent. tests/crash/pmreorder.py
  * builds crash images from the trace: every fenced prefix, plus random
  * subsets of the flushes of the epoch after it -- what an ADR machine may
  * have persisted when the power went (unflushed stores are lost there).
@@ -15,8 +16,12 @@
  * With TDAX_TEST_PERSIST_TRACE_NOFENCE=1 the fences are left out of the
  * trace: the positive control of that test (a tdax that never fences must
  * lose data).
- * A trace that cannot be written aborts the program: a short trace would
- * pass for a complete one.
+ *
+ * The trace is written with raw system calls (never through the
+ * interposed write of libtdax.so). If it cannot be written (a full or
+ * failing file system), tracing stops, the program goes on, stderr says so
+ * once, and tdax_pmtrace_failed() is true: a short trace would pass for a
+ * complete one.
  *
  * File format: "TDXPMTR1", u64 region size, then events of
  *   u8 kind ('F' flush, 'B' fence, 'M' mark), u8[3] 0, u32 len, u64 off,
@@ -29,6 +34,7 @@
 #ifndef TDAX_PMTRACE_H
 #define TDAX_PMTRACE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct tdax_device;
@@ -44,6 +50,9 @@ int tdax_pmtrace_attach(struct tdax_device *dev);
 
 /* Record a program event in the trace (nothing when not tracing). */
 void tdax_pmtrace_mark(uint32_t tag, uint64_t value);
+
+/* True once tracing stopped on a write error: the trace is incomplete. */
+bool tdax_pmtrace_failed(void);
 #else
 /* A constant, not a function: the error path after it is gone even at -O0. */
 #define tdax_pmtrace_attach(dev) ((void)(dev), 0)

@@ -1,6 +1,13 @@
 """What ships: the product build (build/bin/tdax, build/lib/libtdax.so) has
 no test aid -- no TDAX_TEST_ name in it, and setting one changes nothing.
-Also: the aids of the test build (src/testaid.h) are there."""
+Also: the aids of
+the test build (src/testaid.h) are there, and the persist-order trace
+neither hangs nor kills the application it traces."""
+import os
+import subprocess
+import tempfile
+
+import pytest
 
 from conftest import BUILD, PY, TDAX, TDAX_PRODUCT, info, run
 
@@ -70,3 +77,46 @@ def test_test_build_has_the_aids(dev, diskdir):
     p = run(TDAX, "recover", "--device", dev, "--power-failure",
             env={"TDAX_TEST_RECOVER_KILL_AFTER": "1"})
     assert p.returncode == -9
+
+
+# Appends and syncs 500 records of 200 bytes, then says "done".
+WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(500):
+    os.write(fd, b"y" * 200)
+    os.fdatasync(fd)
+print("done")
+"""
+
+
+def test_persist_trace_on_a_managed_file_does_not_hang(dev, diskdir):
+    """The trace on the disk is a file tdax manages: its writer must not go
+    through the interposed write (which logged, traced and took the
+    trace's lock again: a deadlock)."""
+    trace = diskdir / "trace"
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", WRITER, diskdir / "f",
+            env={"TDAX_QUIET": "1", "TDAX_TEST_PERSIST_TRACE": str(trace)}, check=0)
+    assert p.stdout.strip() == "done" and p.stderr == ""
+    assert trace.read_bytes()[:8] == b"TDXPMTR1" and trace.stat().st_size > 500 * 200
+
+
+@pytest.fixture
+def small_fs():
+    """A 64 KiB tmpfs (needs root), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    d = tempfile.mkdtemp(prefix="tdax-pytest-full-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d], check=True)
+    yield d
+    subprocess.run(["umount", d], check=True)
+    os.rmdir(d)
+
+
+def test_persist_trace_on_a_full_file_system_stops_and_says_so(dev, diskdir, small_fs):
+    trace = os.path.join(small_fs, "trace")
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", WRITER, diskdir / "f",
+            env={"TDAX_QUIET": "1", "TDAX_TEST_PERSIST_TRACE": trace})
+    assert p.returncode == 0 and p.stdout.strip() == "done", p.stderr
+    assert p.stderr.count("tracing stopped") == 1 and "No space left" in p.stderr, p.stderr
+    assert (diskdir / "f").stat().st_size == 500 * 200
