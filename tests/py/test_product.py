@@ -1,6 +1,6 @@
 """What ships: the product build (build/bin/tdax, build/lib/libtdax.so) has
-no test aid -- no TDAX_TEST_ name in it, and setting one changes nothing.
-Also: the aids of
+no test aid -- no TDAX_TEST_ name in it, and setting one changes nothing --
+and its write-back tunables are clamped to sane ranges. Also: the aids of
 the test build (src/testaid.h) are there, and the persist-order trace
 neither hangs nor kills the application it traces."""
 import os
@@ -77,6 +77,43 @@ def test_test_build_has_the_aids(dev, diskdir):
     p = run(TDAX, "recover", "--device", dev, "--power-failure",
             env={"TDAX_TEST_RECOVER_KILL_AFTER": "1"})
     assert p.returncode == -9
+
+
+# Starts the write-back thread (a logged write), then sleeps 1 s: the CPU
+# time the process used while it slept.
+SLEEP = """
+import os, resource, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(3):
+    os.write(fd, b"x" * 64)
+    os.fdatasync(fd)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+time.sleep(1)
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+"""
+
+
+def test_wb_interval_zero_is_clamped_not_a_busy_loop(dev, diskdir):
+    p = run(TDAX_PRODUCT, "run", "--device", dev, "--policy", "always", "--", PY, "-c", SLEEP,
+            diskdir / "f", env={"TDAX_WB_INTERVAL_MS": "0"}, check=0)
+    cpu = float(p.stdout)
+    assert cpu < 0.25, f"{cpu:.2f} s of CPU time in 1 s of sleep: the write-back thread spins"
+    assert "TDAX_WB_INTERVAL_MS" in p.stderr  # said, once per process
+    assert p.stderr.count("TDAX_WB_INTERVAL_MS") == 1, p.stderr
+
+
+def test_wb_tunables_out_of_range_are_clamped_and_said_once(dev, diskdir):
+    env = {"TDAX_WB_HIGH_PCT": "0", "TDAX_WB_AGE_MS": "99999999999", "TDAX_WB_BYTES": "1",
+           "TDAX_WB_INTERVAL_MS": "soon"}
+    code = "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT); os.write(fd, b'x')"
+    p = run(TDAX_PRODUCT, "run", "--device", dev, "--", PY, "-c", code, diskdir / "f", env=env, check=0)
+    for name in env:
+        assert p.stderr.count(name) == 1, p.stderr
+    q = run(TDAX_PRODUCT, "run", "--device", dev, "--", PY, "-c", code, diskdir / "g",
+            env={**env, "TDAX_QUIET": "1"}, check=0)
+    assert "TDAX_WB_" not in q.stderr, q.stderr
+    assert os.path.getsize(diskdir / "g") == 1
 
 
 # Appends and syncs 500 records of 200 bytes, then says "done".
