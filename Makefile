@@ -28,7 +28,7 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-fuzz test-crash test-py test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -74,6 +74,17 @@ $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
 $(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
+
+# tdax bench, trace and sim hand over to Python by paths relative to the
+# binary (src/cli.c): ../venv and ../../bench. For the test CLI those are
+# build/test/venv and build/bench: links to the real ones.
+$(T)/venv:
+	@mkdir -p $(@D)
+	ln -sfn ../venv $@
+
+$(B)/bench:
+	@mkdir -p $(@D)
+	ln -sfn ../bench $@
 
 $(B)/bin/tdax-logbench: bench/logbench.c $(CORE_O) $(HDRS)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
@@ -204,4 +215,4 @@ bench-policy: deps
 	$(B)/venv/bin/python bench/policy_bench.py
 
 clean:
-	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests $(B)/fuzz $(T)
+	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests $(B)/fuzz $(T) $(B)/bench
