@@ -1,4 +1,7 @@
-# tdax -- build, test, demo. `make` builds build/bin/tdax and build/lib/libtdax.so.
+# tdax -- build, test, demo. `make` builds the product, build/bin/tdax and
+# build/lib/libtdax.so, and the test build beside it: build/test/bin/tdax and
+# build/test/lib/libtdax.so, the same sources with -DTDAX_TEST_BUILD, which
+# adds the test aids (src/testaid.h) that the product does not have.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
@@ -6,12 +9,18 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats shadow track control ranges trace pmtrace
+CORE    := crc32c util device files log recover stats track control ranges trace
 PRELOAD := runtime fdtable lsync policy writeback watch interpose interpose_fd interpose_syscall
+TESTAID := shadow pmtrace
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CORE_O  := $(CORE:%=$(B)/obj/%.o)
-SAN_O   := $(CORE:%=$(B)/san/%.o)
-TSAN_O  := $(CORE:%=$(B)/tsan/%.o)
+# The test build: every object again with -DTDAX_TEST_BUILD, plus the aids.
+T       := $(B)/test
+TESTFLAGS := -DTDAX_TEST_BUILD
+TCORE_O := $(CORE:%=$(T)/obj/%.o) $(TESTAID:%=$(T)/obj/%.o)
+TPRELOAD_O := $(PRELOAD:%=$(T)/obj/%.o)
+SAN_O   := $(CORE:%=$(B)/san/%.o) $(TESTAID:%=$(B)/san/%.o)
+TSAN_O  := $(CORE:%=$(B)/tsan/%.o) $(TESTAID:%=$(B)/tsan/%.o)
 TSANFLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard tests/c/test_*.c)))
@@ -19,23 +28,28 @@ HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test test-c test-fuzz test-crash test-py test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -c $< -o $@
 
+$(T)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $(TESTFLAGS) -c $< -o $@
+
+# The C unit tests run on the test build (test_recover kills recovery).
 $(B)/san/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(SANFLAGS) -pthread -Isrc -c $< -o $@
+	$(CC) $(WARN) $(SANFLAGS) $(TESTFLAGS) -pthread -Isrc -c $< -o $@
 
 $(B)/tsan/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(TSANFLAGS) -pthread -Isrc -c $< -o $@
+	$(CC) $(WARN) $(TSANFLAGS) $(TESTFLAGS) -pthread -Isrc -c $< -o $@
 
 # Where threads meet: the log's concurrent appenders under ThreadSanitizer.
 $(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
-	$(CC) $(WARN) $(TSANFLAGS) -pthread -Isrc $< tests/c/harness.c $(TSAN_O) -o $@ $(LDLIBS)
+	$(CC) $(WARN) $(TSANFLAGS) $(TESTFLAGS) -pthread -Isrc $< tests/c/harness.c $(TSAN_O) -o $@ $(LDLIBS)
 
 CLI_O   := $(B)/obj/cli.o $(B)/obj/cmd_device.o $(B)/obj/cmd_status.o
 
@@ -51,6 +65,26 @@ $(B)/lib/libtdaxtrack.so: $(B)/obj/track.o
 $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
+
+# The test CLI's `tdax run` preloads its sibling, build/test/lib/libtdax.so.
+$(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
+
+$(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
+
+# tdax bench, trace and sim hand over to Python by paths relative to the
+# binary (src/cli.c): ../venv and ../../bench. For the test CLI those are
+# build/test/venv and build/bench: links to the real ones.
+$(T)/venv:
+	@mkdir -p $(@D)
+	ln -sfn ../venv $@
+
+$(B)/bench:
+	@mkdir -p $(@D)
+	ln -sfn ../bench $@
 
 $(B)/bin/tdax-logbench: bench/logbench.c $(CORE_O) $(HDRS)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
@@ -74,20 +108,20 @@ $(B)/tests/tdax-rocksdb-client: tests/crash/rocksdb_client.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) $< -o $@ -lrocksdb
 
-$(B)/tests/tdax-pmorder: tests/crash/pmorder.c $(CORE_O) $(HDRS)
+$(B)/tests/tdax-pmorder: tests/crash/pmorder.c $(TCORE_O) $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(TESTFLAGS) $< $(TCORE_O) -o $@ $(LDLIBS)
 
 $(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
 
-$(B)/tests/test_%: tests/c/test_%.c tests/c/harness.c $(CORE_O) $(HDRS)
+$(B)/tests/test_%: tests/c/test_%.c tests/c/harness.c $(TCORE_O) $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) $< tests/c/harness.c $(CORE_O) -o $@ $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(TESTFLAGS) $< tests/c/harness.c $(TCORE_O) -o $@ $(LDLIBS)
 
 $(B)/san/test_%: tests/c/test_%.c tests/c/harness.c $(SAN_O) $(HDRS)
-	$(CC) $(WARN) $(SANFLAGS) -pthread -Isrc $< tests/c/harness.c $(SAN_O) -o $@ $(LDLIBS)
+	$(CC) $(WARN) $(SANFLAGS) $(TESTFLAGS) -pthread -Isrc $< tests/c/harness.c $(SAN_O) -o $@ $(LDLIBS)
 
 deps:
 	@scripts/deps.sh
@@ -181,4 +215,4 @@ bench-policy: deps
 	$(B)/venv/bin/python bench/policy_bench.py
 
 clean:
-	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests $(B)/fuzz
+	rm -rf $(B)/obj $(B)/san $(B)/tsan $(B)/bin $(B)/lib $(B)/tests $(B)/fuzz $(T) $(B)/bench

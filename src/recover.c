@@ -6,6 +6,7 @@
 #include "files.h"
 #include "log.h"
 #include "shadow.h"
+#include "testaid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,11 +96,11 @@ static int by_file_seq(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Test hook: SIGKILL ourselves after this many applied records (crash
- * tests of recovery itself); 0 = off. */
+/* Test aid (test build only, src/testaid.h): SIGKILL ourselves after this
+ * many applied records (crash tests of recovery itself); 0 = off. */
 static long kill_after(void)
 {
-	const char *s = getenv("TDAX_TEST_RECOVER_KILL_AFTER");
+	const char *s = TDAX_TEST_ENV("RECOVER_KILL_AFTER");
 	return s ? atol(s) : 0;
 }
 

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "lsync.h"
 #include "recover.h"
+#include "testaid.h"
 #include "trace.h"
 #include "watch.h"
 #include "writeback.h"
@@ -128,15 +129,35 @@ static void adopt_inherited_fds(void)
 	closedir(d);
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
+/* A tunable from the environment: dflt if unset; a value that is not a
+ * size, or is outside lo..hi, is said once (unless quiet) and replaced by
+ * dflt or clamped into the range. */
+static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
 {
 	const char *s = secure_getenv(name);
 	uint64_t v;
-	return s && *s && tdax_parse_size(s, &v) == 0 ? v : dflt;
+	char msg[160];
+	if (!s || !*s)
+		return dflt;
+	if (tdax_parse_size(s, &v) != 0) {
+		snprintf(msg, sizeof(msg), "='%s' is not a number; using the default %llu", s,
+			 (unsigned long long)dflt);
+		tdax_warn("%s%s", name, msg);
+		return dflt;
+	}
+	if (v >= lo && v <= hi)
+		return v;
+	uint64_t c = v < lo ? lo : hi;
+	snprintf(msg, sizeof(msg), "=%s is outside %llu..%llu; using %llu", s, (unsigned long long)lo,
+		 (unsigned long long)hi, (unsigned long long)c);
+	tdax_warn("%s%s", name, msg);
+	return c;
 }
 
 static void configure(void)
 {
+	const char *q = secure_getenv("TDAX_QUIET");
+	tdax_rt.quiet = q && !strcmp(q, "1"); /* first: every warning below respects it */
 	const char *p = secure_getenv("TDAX_POLICY");
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
@@ -144,14 +165,15 @@ static void configure(void)
 						    : TDAX_POLICY_THESIS;
 	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
 		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
-	const char *q = secure_getenv("TDAX_QUIET");
-	tdax_rt.quiet = q && !strcmp(q, "1");
-	const char *lie = secure_getenv("TDAX_TEST_LIE");
+#ifdef TDAX_TEST_BUILD
+	const char *lie = TDAX_TEST_ENV("LIE");
 	tdax_rt.test_lie = lie && !strcmp(lie, "1");
-	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10) * 1000000u;
-	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000) * 1000000u;
-	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20);
-	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90);
+#endif
+	/* The ranges are in docs/cli.md. An interval of 0 would spin a CPU. */
+	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10, 1, 10000) * 1000000u;
+	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000, 1, 86400000) * 1000000u;
+	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40);
+	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90, 1, 100);
 }
 
 /* Bring the device up to date before this process writes to it. */

@@ -24,7 +24,9 @@ struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
 	enum tdax_policy policy;
 	bool quiet;
+#ifdef TDAX_TEST_BUILD
 	bool test_lie;               /* TDAX_TEST_LIE=1: positive control, see lsync.c */
+#endif
 	uint64_t wb_interval_ns;     /* how often the write-back thread looks */
 	uint64_t wb_age_ns;          /* records older than this are checkpointed */
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */

@@ -1,8 +1,10 @@
 /*
- * shadow -- the durable-view copy for power-cut tests (see shadow.h).
+ * shadow -- the durable-view copy for power-cut tests (see shadow.h); only
+ * the test build compiles this file.
  */
 #define _GNU_SOURCE
 #include "shadow.h"
+#include "testaid.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -17,7 +19,7 @@ static int enabled = -1;
 void tdax_shadow_before_sync(int fd, const char *path)
 {
 	if (enabled < 0) {
-		const char *s = getenv("TDAX_TEST_DURABLE_SHADOW");
+		const char *s = TDAX_TEST_ENV("DURABLE_SHADOW");
 		enabled = s && strcmp(s, "1") == 0;
 	}
 	if (!enabled)

@@ -20,6 +20,10 @@ Positive control: `--control` runs cut-all with a lying tdax (TDAX_TEST_LIE=1:
 syncs answered without logging, policy always, no background checkpoints); it
 must lose acknowledged data every round.
 
+The rounds run the product (build/bin/tdax); the test aids they need -- the
+control's lie, cut-recovery's recovery that kills itself -- exist only in the
+test build (build/test/bin/tdax, src/testaid.h), which those steps use.
+
 usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
@@ -45,6 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TDAX = str(ROOT / "build" / "bin" / "tdax")
+TDAX_TEST = str(ROOT / "build" / "test" / "bin" / "tdax")  # with the test aids
 VOLDISK = str(ROOT / "build" / "tests" / "tdax-voldisk")
 ROCKSDB_CLIENT = str(ROOT / "build" / "tests" / "tdax-rocksdb-client")
 WORKLOADS = str(Path(__file__).resolve().parent / "workloads.py")
@@ -192,8 +197,8 @@ def as_postgres(argv):
     return ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"] + [str(a) for a in argv]
 
 
-def start(app, d, oracle, device, env):
-    pre = [TDAX, "run", "--quiet", "--device", device, "--"]
+def start(app, d, oracle, device, env, tdax):
+    pre = [tdax, "run", "--quiet", "--device", device, "--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
         sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust", "--data-checksums"]))
@@ -354,7 +359,7 @@ def round_(app, fault, seed, control, base):
         env = dict(os.environ, TDAX_QUIET="1")
         if control:  # every sync lies, and no background checkpoint syncs for real
             env.update(TDAX_TEST_LIE="1", TDAX_POLICY="always", TDAX_WB_AGE_MS="3600000", TDAX_WB_BYTES="1T")
-        procs = start(app, d, oracle, device, env)
+        procs = start(app, d, oracle, device, env, TDAX_TEST if control else TDAX)
         deadline = time.time() + 20
         while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
             time.sleep(0.02)
@@ -367,7 +372,7 @@ def round_(app, fault, seed, control, base):
             disk.cut()
             disk.reboot()
             if fault == "cut-recovery":
-                sh(TDAX, "recover", "--device", device, "--power-failure", check=False,
+                sh(TDAX_TEST, "recover", "--device", device, "--power-failure", check=False,
                    env=dict(os.environ, TDAX_TEST_RECOVER_KILL_AFTER=str(rng.randint(1, 40))))
                 disk.cut()
                 disk.reboot()

@@ -10,7 +10,9 @@
  * matters); every 40th, a real fdatasync, a "synced" mark, and the release
  * of the file's records up to it (so segments are sealed, reclaimed and
  * reused). Record i has length 1 + (i * 37) % 700 and byte k of it is
- * (i * 7 + k) % 251; pmreorder.py computes the same.
+ * (i * 7 + k) % 251; pmreorder.py computes the same. Exit status 1 if the
+ * trace could not be written in full. Linked with the test build's objects
+ * (the trace is a test aid, src/testaid.h).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -76,5 +78,10 @@ int main(int argc, char **argv)
 	free(offs);
 	close(fd);
 	tdax_device_close(dev);
+	if (tdax_pmtrace_failed()) {
+		fprintf(stderr, "tdax-pmorder: the trace is incomplete (see above); no crash image "
+			"can be built from it\n");
+		return 1;
+	}
 	return 0;
 }

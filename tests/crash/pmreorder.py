@@ -4,8 +4,10 @@ A small pmreorder of our own, for ADR machines, where a store reaches the
 media only if a cache flush wrote it back, and is sure to have done so only
 after the next fence. tdax-pmorder (tests/crash/pmorder.c) writes records
 the way the runtime does, with the device's primitives traced
-(TDAX_TEST_PERSIST_TRACE, src/pmtrace.h): every flush with the bytes it
-persists, every fence, every acknowledgement. For every fence k this builds
+(TDAX_TEST_PERSIST_TRACE, src/pmtrace.h; a test aid, so tdax-pmorder is
+linked with the test build): every flush with the bytes it persists, every
+fence, every acknowledgement; it fails if the trace could not be written in
+full. The recoveries run the product (build/bin/tdax). For every fence k this builds
 the device image a power cut could leave: every flush before fence k, plus
 none, all, or random subsets of the cache lines flushed between fence k and
 fence k+1. The file gets the contents of its last real sync (the page cache

@@ -1,4 +1,8 @@
-"""Shared fixtures: paths of the built binaries, scratch devices and files."""
+"""Shared fixtures: paths of the built binaries, scratch devices and files.
+
+The suites run the test build (build/test: the product plus the test aids
+of src/testaid.h, such as the durable shadow the power cuts need); TDAX_PRODUCT
+is the product build, for the tests that check what ships (test_product.py)."""
 import json
 import os
 import shutil
@@ -12,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-TDAX = BUILD / "bin" / "tdax"
+TDAX = BUILD / "test" / "bin" / "tdax"        # preloads build/test/lib/libtdax.so
+TDAX_PRODUCT = BUILD / "bin" / "tdax"        # preloads build/lib/libtdax.so
 LOGWRITER = BUILD / "tests" / "logwriter"
 
 

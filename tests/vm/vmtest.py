@@ -17,7 +17,8 @@ cut, the guest's page cache is gone while the pmem backing file keeps what
 reached it. The oracle lines go to the guest's second serial port, a file on
 the host, outside the crash domain; the next boot gets them on a small disk.
 The boot id differs each time, so `tdax recover` replays. The last cut of a
-chain runs a lying tdax (TDAX_TEST_LIE=1): that check must lose records.
+chain runs a lying tdax (TDAX_TEST_LIE=1, a test aid: the test build's tdax,
+shipped beside the product): that check must lose records.
 
 usage: vmtest.py [--cuts N] [--scenarios nvdimm-fsdax,...] [--seed S] [--jobs J] [--keep]
 exit status: 0 when every scenario passed, 1 on any failure, 77 when QEMU is missing
@@ -44,6 +45,9 @@ SCENARIOS = ["nvdimm-fsdax", "nvdimm-devdax", "cxl-fsdax", "cxl-devdax"]
 GUEST_BINARIES = {
     "build/bin/tdax": "/opt/tdax/bin/tdax",
     "build/lib/libtdax.so": "/opt/tdax/lib/libtdax.so",
+    # The test build, for the control: its tdax run preloads its sibling library.
+    "build/test/bin/tdax": "/opt/tdax/test/bin/tdax",
+    "build/test/lib/libtdax.so": "/opt/tdax/test/lib/libtdax.so",
     "build/tests/tdax-oracle": "/opt/tdax/tests/tdax-oracle",
     "/usr/bin/ndctl": "/usr/bin/ndctl",
     "/usr/bin/cxl": "/usr/bin/cxl",
