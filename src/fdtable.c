@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 #include <linux/close_range.h>
 #include <stdio.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -212,6 +213,14 @@ static int adopt(int fd, int *holder)
 	return -1;
 }
 
+static bool is_twin(int fd)
+{
+	for (int i = 0; i < OWN_MAX; i++)
+		if (own[i].holder && own[i].fd == fd)
+			return own[i].holder == &own[i].fd;
+	return false;
+}
+
 static void release(int i)
 {
 	int fd = own[i].fd;
@@ -252,33 +261,56 @@ void tdax_ownfd_evict(int fd)
 		}
 }
 
-/* The lowest of tdax's own descriptors in [lo, hi], or UINT_MAX. */
-static unsigned next_own(unsigned lo, unsigned hi)
+/* The lowest of tdax's own descriptors in [lo, hi] (twins only if
+ * `twins`), or UINT_MAX. */
+static unsigned next_own(unsigned lo, unsigned hi, bool twins)
 {
 	for (unsigned fd = lo; fd <= hi && fd < TDAX_MAX_FDS; fd++) {
 		uint64_t w = atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64);
-		if (w)
-			return fd + (unsigned)__builtin_ctzll(w) <= hi ? fd + (unsigned)__builtin_ctzll(w)
-								       : UINT_MAX;
-		fd |= 63; /* the rest of this word is clear */
+		for (; w; w &= w - 1) {
+			unsigned at = fd + (unsigned)__builtin_ctzll(w);
+			if (at > hi)
+				return UINT_MAX;
+			if (twins || !is_twin((int)at))
+				return at;
+		}
+		fd |= 63; /* the rest of this word is done */
 	}
 	return UINT_MAX;
 }
 
-int tdax_ownfd_close_range(unsigned first, unsigned last, int flags)
+/* close_range(first, last, flags) around tdax's own descriptors (all of
+ * them, or all but the twins); forget the closed numbers' entries if
+ * `forget`. */
+static int close_around(unsigned first, unsigned last, int flags, bool forget, bool twins)
 {
 	for (unsigned lo = first;;) {
-		unsigned next = next_own(lo, last);
-		if (next != lo) { /* [lo, next - 1] (or [lo, last]) holds none of tdax's */
+		unsigned next = next_own(lo, last, twins);
+		if (next != lo) { /* [lo, next - 1] (or [lo, last]) holds none to keep */
 			unsigned hi = next == UINT_MAX ? last : next - 1;
 			if (syscall(SYS_close_range, lo, hi, flags) != 0)
 				return -1;
-			if (!(flags & CLOSE_RANGE_CLOEXEC))
+			if (forget && !(flags & CLOSE_RANGE_CLOEXEC))
 				tdax_fd_forget_range(lo, hi);
 		}
 		if (next >= last)
 			return 0;
 		lo = next + 1;
+	}
+}
+
+int tdax_ownfd_close_range(unsigned first, unsigned last, int flags)
+{
+	return close_around(first, last, flags, true, true);
+}
+
+__thread bool tdax_fds_private TDAX_TLS;
+
+void tdax_fdtable_unshare(void)
+{
+	if (unshare(CLONE_FILES) == 0) {
+		close_around(0, ~0u, 0, false, false);
+		tdax_fds_private = true;
 	}
 }
 

@@ -80,6 +80,14 @@ void tdax_ownfd_evict(int fd);
  * the real close_range on the parts between them. Async-signal-safe. */
 int tdax_ownfd_close_range(unsigned first, unsigned last, int flags);
 
+/* For the write-back thread: a descriptor table of its own, holding none
+ * of the application's descriptors and none of the twins. The files it
+ * opens for checkpoints then never take a number the application's open()
+ * expects or its dup2() targets; without unshare(2) it shares as before. */
+void tdax_fdtable_unshare(void);
+/* This thread has its own table (the application's stderr is not fd 2 here). */
+extern __thread bool tdax_fds_private __attribute__((tls_model("initial-exec")));
+
 /*
  * Twins. O_SYNC and O_DSYNC stay on the application's descriptor, so that
  * it is synchronous wherever it goes (across exec, to a child without

@@ -173,6 +173,9 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 	return r;
 }
 
+/* This thread is inside positional(), holding its file's position lock. */
+static __thread int in_positional TDAX_TLS;
+
 /* The real positional write, with pwritev2's flags when there are some. */
 static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, int rwf)
 {
@@ -193,11 +196,21 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 {
 	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
 	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
+	if (in_positional) {
+		/* A signal handler interrupted this thread's own positional
+		 * write: the lock is ours already. The kernel's write, unlogged. */
+		ssize_t r = rwf ? tdax_real.pwritev2(fd, iov, n, -1, rwf) : tdax_real.writev(fd, iov, n);
+		if (r > 0)
+			unlogged(e);
+		return r;
+	}
 	tdax_lsync_write_begin(e);
+	in_positional = 1;
 	tdax_pidlock_acquire(lock);
 	ssize_t r;
 	off_t end = -1;
-	if (e->twin_plus1 && !(e->flags & TDAX_FD_APPEND)) {
+	bool at_end = (rwf & RWF_APPEND) || ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND));
+	if (e->twin_plus1 && !at_end) {
 		off_t pos = lseek(fd, 0, SEEK_CUR);
 		r = pos < 0 ? -1 : real_pwrite(wfd, iov, n, pos, rwf);
 		if (r > 0 && lseek(fd, pos + r, SEEK_SET) >= 0)
@@ -212,6 +225,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	}
 	int err = errno;
 	tdax_pidlock_release(lock);
+	in_positional = 0;
 	if (r > 0) {
 		if (rwf & ~RWF_UNDERSTOOD)
 			passed_through(e);
@@ -423,8 +437,10 @@ EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
+	/* A shared mapping of a descriptor open for writing can be made
+	 * writable later (mprotect), unseen: read-only now is not enough. */
 	const struct tdax_fd *e = managed(fd);
-	if (e && (flags & MAP_SHARED) && (prot & PROT_WRITE))
+	if (e && (flags & MAP_SHARED))
 		tdax_lsync_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_MMAP);
 	return tdax_real.mmap(addr, len, prot, flags, fd, off);
 }
@@ -664,8 +680,12 @@ static int do_unlink(int dirfd, const char *path, int flags)
 	int r = tdax_real.unlinkat(dirfd, path, flags);
 	int err = errno;
 	struct stat st;
-	if (r == 0 && fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink == 0)
-		tdax_files_forget(tdax_rt.dev, plus1 - 1, gen);
+	if (r == 0 && fd >= 0 && fstat(fd, &st) == 0) {
+		if (st.st_nlink == 0)
+			tdax_files_forget(tdax_rt.dev, plus1 - 1, gen);
+		else /* it lives on under a name tdax does not know: recovery could not find it */
+			tdax_lsync_kernel_only(plus1 - 1, TDAX_FB_METADATA);
+	}
 	if (fd >= 0)
 		tdax_real.close(fd);
 	errno = err;

@@ -85,6 +85,15 @@ EXPORT void closefrom(int lowfd)
 	}
 }
 
+/* A stream closes its descriptor inside libc: forget the number first (a
+ * write through it after this point is the application's race). */
+EXPORT int fclose(FILE *f)
+{
+	if (f)
+		tdax_fd_forget(fileno(f));
+	return REAL(fclose)(f);
+}
+
 /* ---- duplicating ---------------------------------------------------- */
 
 EXPORT int dup(int fd)

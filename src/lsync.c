@@ -335,7 +335,7 @@ void tdax_lsync_checkpoint_below(const char *dir)
 	}
 }
 
-void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)
+void tdax_lsync_kernel_only(uint32_t idx, enum tdax_fallback why)
 {
 	struct tdax_file_rt *rt = rt_of(idx);
 	uint32_t none = 0;
@@ -343,5 +343,10 @@ void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback 
 		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
 	if (atomic_compare_exchange_strong(&rt->unmanaged, &none, (uint32_t)why))
 		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+}
+
+void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)
+{
+	tdax_lsync_kernel_only(idx, why);
 	tdax_lsync_checkpoint_fd(fd, idx, gen, true);
 }

@@ -50,6 +50,10 @@ void tdax_lsync_checkpoint_below(const char *dir);
 /* The next sync of the file must go to the kernel (metadata, unseen write). */
 void tdax_lsync_uncover(uint32_t idx, enum tdax_fallback why);
 
+/* The file goes to the kernel's sync path for good (its records stay
+ * until its next real sync). */
+void tdax_lsync_kernel_only(uint32_t idx, enum tdax_fallback why);
+
 /* A write path tdax cannot follow reaches the file: checkpoint it and keep
  * it on the kernel path from now on. */
 void tdax_lsync_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why);

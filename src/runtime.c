@@ -81,8 +81,13 @@ void tdax_warn(const char *fmt, const char *a, const char *b)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 	tdax_inside++;
-	if (tdax_real.write(2, line, (size_t)n) < 0)
+	/* The write-back thread has a descriptor table of its own (fdtable.h):
+	 * the application's stderr, as it is now, through /proc. */
+	int fd = tdax_fds_private ? tdax_real.open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
+	if (fd >= 0 && tdax_real.write(fd, line, (size_t)n) < 0)
 		n = 0;
+	if (fd != 2 && fd >= 0)
+		tdax_real.close(fd);
 	tdax_inside--;
 }
 

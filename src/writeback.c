@@ -15,7 +15,6 @@
 #include <time.h>
 
 static _Atomic int running;
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t kick_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t kick_cond = PTHREAD_COND_INITIALIZER;
 static _Atomic int kicked;
@@ -53,6 +52,7 @@ static void *thread_main(void *arg)
 {
 	(void)arg;
 	tdax_inside = 1; /* its own calls pass through the hooks */
+	tdax_fdtable_unshare();
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
@@ -73,24 +73,23 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* The first write starts the thread. No lock: a signal handler's write that
+ * interrupts this one finds `running` set and goes on. */
 void tdax_writeback_ensure(void)
 {
-	if (atomic_load_explicit(&running, memory_order_relaxed))
+	int idle = 0;
+	if (atomic_load_explicit(&running, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong(&running, &idle, 1))
 		return;
-	pthread_mutex_lock(&start_lock);
-	if (!atomic_load(&running)) {
-		pthread_t t;
-		pthread_attr_t a;
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		/* Without the thread, records only go at the next real sync or
-		 * exit; a full log then makes syncs real. Do not retry per write. */
-		if (pthread_create(&t, &a, thread_main, NULL) == 0)
-			pthread_setname_np(t, "tdax-writeback");
-		atomic_store(&running, 1);
-		pthread_attr_destroy(&a);
-	}
-	pthread_mutex_unlock(&start_lock);
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	/* Without the thread, records only go at the next real sync or exit; a
+	 * full log then makes syncs real. Do not retry per write. */
+	if (pthread_create(&t, &a, thread_main, NULL) == 0)
+		pthread_setname_np(t, "tdax-writeback");
+	pthread_attr_destroy(&a);
 }
 
 void tdax_writeback_kick(void)
@@ -106,7 +105,6 @@ void tdax_writeback_after_fork(void)
 {
 	atomic_store(&running, 0);
 	atomic_store(&kicked, 0);
-	pthread_mutex_init(&start_lock, NULL);
 	pthread_mutex_init(&kick_lock, NULL);
 	pthread_cond_init(&kick_cond, NULL);
 }
