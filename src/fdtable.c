@@ -89,7 +89,7 @@ void tdax_fd_manage(int fd, const char *path_or_null, int flags)
 		return;
 	/* The path recovery will use: absolute and canonical. */
 	char link[64], path[TDAX_FILE_PATH_MAX + 1];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", fd);
 	ssize_t n = readlink(link, path, sizeof(path) - 1);
 	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1) {
 		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : link);
@@ -319,7 +319,7 @@ void tdax_fdtable_unshare(void)
 int tdax_twin_open(int fd, int flags)
 {
 	char self[64];
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", fd);
 	int acc = (flags & O_ACCMODE) == O_RDWR ? O_RDWR : O_WRONLY;
 	int t = tdax_real.openat(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
 	if (t < 0)

@@ -581,7 +581,7 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 		return false;
 	char link[64];
 	struct stat st;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", fd);
 	ssize_t n = readlink(link, out, TDAX_FILE_PATH_MAX);
 	bool ok = n > 0 && n < TDAX_FILE_PATH_MAX && fstat(fd, &st) == 0;
 	if (ok) {

@@ -207,7 +207,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 		e = errno;
 	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
 		char proc[64];
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+		snprintf(proc, sizeof(proc), "/proc/thread-self/fd/%d", pfd);
 		fd = open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		e = fd < 0 ? errno : 0;
 	}

@@ -27,7 +27,8 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	char tmp[PATH_MAX], dst[PATH_MAX];
 	snprintf(dst, sizeof(dst), "%s.tdax-durable", path);
 	snprintf(tmp, sizeof(tmp), "%s.tdax-durable.%d", path, (int)getpid());
-	int in = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* thread-self: the write-back thread has a descriptor table of its own. */
+	int in = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char self[64];
 	snprintf(self, sizeof(self), "%d", fd);
 	int src = (int)syscall(SYS_openat, in, self, O_RDONLY | O_CLOEXEC);
