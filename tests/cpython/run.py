@@ -32,7 +32,10 @@ stacks and exits) a little under the harness's hard per-run timeout, after
 which the whole process group is killed.
 
 Usage: run.py [--suites a,b] [--policies always,thesis] [--logs DIR]
-              [--quiet] [--keep]
+              [--quiet] [--keep] [--set KEY=VALUE]... [--env TDAX_X=V]...
+(--set: tunables for every fresh device, e.g. upgrade_threshold=0 to make
+the thesis policy upgrade ranges; --env: e.g. TDAX_WB_AGE_MS=0 to make the
+write-back checkpoint at once.)
 Logs (the -v output and the XML of each run, and a summary.json) go to
 build/cpython/ by default.
 """
@@ -60,12 +63,12 @@ DEFAULT_TIMEOUT = 150
 DEVICE_SIZE = "64M"
 
 
-def installed_suites(python):
+def installed_suites(python, suites):
     """Which of the suites this python's test package has."""
     code = ("import importlib.util as u, sys\n"
             "for s in sys.argv[1:]:\n"
             "    print(s, u.find_spec('test.' + s) is not None)\n")
-    out = subprocess.run([python, "-c", code] + SUITES, capture_output=True, text=True,
+    out = subprocess.run([python, "-c", code] + suites, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     return {line.split()[0]: line.split()[1] == "True" for line in out.splitlines()}
 
@@ -113,7 +116,7 @@ def tdax_cmd(*args):
                           timeout=120)
 
 
-def run_one(suite, policy, logs, quiet, keep):
+def run_one(suite, policy, logs, a):
     """Run one suite once; policy None: without tdax. Returns a result dict."""
     tag = policy or "baseline"
     work = Path(tempfile.mkdtemp(prefix=f"tdax-cpy-{suite}-{tag}-", dir="/var/tmp"))
@@ -132,8 +135,13 @@ def run_one(suite, policy, logs, quiet, keep):
         p = tdax_cmd("device", "create", "--device", device, "--size", DEVICE_SIZE)
         if p.returncode != 0:
             raise SystemExit(f"cannot create {device}: {p.stderr}")
+        if a.set:
+            p = tdax_cmd("set", "--device", device, *a.set)
+            if p.returncode != 0:
+                raise SystemExit(f"tdax set {' '.join(a.set)}: {p.stderr}")
+        env.update(kv.split("=", 1) for kv in a.env)
         cmd = [str(TDAX), "run", "--device", device, "--policy", policy] + \
-              (["--quiet"] if quiet else []) + ["--"] + cmd
+              (["--quiet"] if a.quiet else []) + ["--"] + cmd
     t0 = time.monotonic()
     with open(log, "wb") as f:
         f.write((" ".join(cmd) + "\n").encode())
@@ -175,7 +183,7 @@ def run_one(suite, policy, logs, quiet, keep):
             tdax_cmd("device", "destroy", "--device", device, "--force")
         if os.path.exists(device):
             os.unlink(device)
-    if keep:
+    if a.keep:
         res["notes"].append(f"work dir kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
@@ -196,6 +204,10 @@ def main():
     ap.add_argument("--logs", default=str(ROOT / "build" / "cpython"))
     ap.add_argument("--quiet", action="store_true", help="tdax run --quiet (no fallback warnings)")
     ap.add_argument("--keep", action="store_true", help="keep the working directories")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="tdax set on each fresh device (e.g. upgrade_threshold=0)")
+    ap.add_argument("--env", action="append", default=[], metavar="TDAX_X=V",
+                    help="environment for tdax run (e.g. TDAX_WB_AGE_MS=0)")
     a = ap.parse_args()
     if not TDAX.exists():
         raise SystemExit(f"{TDAX} missing: run make all")
@@ -205,7 +217,7 @@ def main():
     logs.mkdir(parents=True, exist_ok=True)
     suites = [s for s in a.suites.split(",") if s]
     policies = [p for p in a.policies.split(",") if p]
-    have = installed_suites(PYTHON)
+    have = installed_suites(PYTHON, suites)
     t_start = time.monotonic()
     passed = failed = 0
     regressions = []
@@ -215,7 +227,7 @@ def main():
             print(f"{suite}: not installed (Debian's libpython3.11-testsuite does not ship it); "
                   "skipped", flush=True)
             continue
-        base = run_one(suite, None, logs, a.quiet, a.keep)
+        base = run_one(suite, None, logs, a)
         summary.append(base)
         bc = counts(base["cases"])
         print(f"{suite} baseline: {bc['pass']} passed, {bc['skip']} skipped, "
@@ -225,7 +237,7 @@ def main():
             if o in ("fail", "error"):
                 print(f"    fails without tdax (not held against it): {name} ({o})")
         for policy in policies:
-            r = run_one(suite, policy, logs, a.quiet, a.keep)
+            r = run_one(suite, policy, logs, a)
             summary.append(r)
             rc_ = counts(r["cases"])
             bad = []

@@ -29,7 +29,9 @@ class Scratch:
         if tdax and os.environ.get("REPRO_WITHOUT_TDAX") != "1":
             cmd = [TDAX, "run", "--device", self.device, "--policy", policy, "--quiet", "--"] + cmd
         env = dict(os.environ, TMPDIR=str(self.dir))
-        return subprocess.run(cmd, cwd=self.dir, env=env, capture_output=True, timeout=60, **kw)
+        if "stdout" not in kw and "stderr" not in kw:
+            kw["capture_output"] = True
+        return subprocess.run(cmd, cwd=self.dir, env=env, timeout=60, **kw)
 
     def __exit__(self, *exc):
         if os.path.exists(self.device):

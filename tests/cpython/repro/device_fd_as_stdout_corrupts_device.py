@@ -10,12 +10,13 @@ Actual:   the bytes land at offset 0 of the device region (dev->fd of
           by src/runtime.c:tdax_start). With stderr closed, tdax's own
           warnings (src/runtime.c:warn writes to fd 2) would do the same.
 """
+import os
 import subprocess
 from _common import Scratch, verdict, TDAX
 
 with Scratch() as s:
     r = s.run("import os\ntry:\n    os.write(1, b'hello from stdout')\nexcept OSError:\n    pass",
-              stdout=None, pass_fds=(), preexec_fn=lambda: __import__('os').close(1))
+              preexec_fn=lambda: os.close(1))
     head = open(s.device, "rb").read(17)
     info = subprocess.run([TDAX, "device", "info", "--device", s.device], capture_output=True, text=True)
     verdict(info.returncode != 0, f"device header now starts {head!r}; tdax device info: "
