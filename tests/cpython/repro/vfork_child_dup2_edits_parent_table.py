@@ -9,6 +9,11 @@ The parent's own writes to its stdout are then logged as writes to x (at
 stdout's offsets), fsync(1) is answered from x's state, and after a power
 cut recovery replays the parent's stdout into x.
 
+docs/durability.md lists "vfork children" as not supported; but CPython's
+subprocess uses vfork by default since 3.10 (no preexec_fn, user, group,
+umask...), so every Python program that redirects a child's output to a
+file it has open is in this case.
+
 Expected: data.dat holds 64 'D' after `tdax recover --power-failure`.
 Actual:   it starts with b'PARENT-STDOUT...' (the parent's stdout, a file
           on the disk here as in CI logs, was logged as data.dat).
