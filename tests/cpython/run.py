@@ -15,12 +15,15 @@ The per-test-case outcomes are read from regrtest's JUnit XML. A test case
 that passed in the baseline and fails, errors or is missing under tdax is a
 regression; the script lists each one and
 exits 1. Test cases that fail without tdax are reported but not held against
-tdax. A suite x policy combination passes when it has no regression; the
+tdax. A regressed test case is run once more (regrtest --matchfile, on a
+fresh device): if it passes then, it is reported as flaky (the machine is
+shared and test_subprocess has timing-sensitive cases) and not counted.
+A suite x policy combination passes when it has no regression; the
 last line is `cpython-suites: N passed, M failed` over those combinations.
 
 Suites: test_posix test_fcntl test_fileio test_mmap test_os test_subprocess
 test_io test_sqlite3 -- all of each suite, nothing left out: on this machine
-(2 cores, shared) the 3 runs of all of them take about 3.5 minutes, under
+(2 cores, shared) the 3 runs of all of them take 3 to 4 minutes (228 s), under
 the 6 minutes CI allows (test_io and test_subprocess are most of it).
 test_sqlite3 is not shipped by Debian 12's libpython3.11-testsuite (the
 package has no test/test_sqlite3); a suite that is not installed is reported
@@ -61,6 +64,7 @@ SUITES = ["test_posix", "test_fcntl", "test_fileio", "test_mmap", "test_os",
 TIMEOUTS = {"test_io": 300, "test_subprocess": 300}
 DEFAULT_TIMEOUT = 150
 DEVICE_SIZE = "64M"
+MAX_RETRY = 20  # more regressions than this in one run: no retry, they are real
 
 
 def installed_suites(python, suites):
@@ -116,9 +120,10 @@ def tdax_cmd(*args):
                           timeout=120)
 
 
-def run_one(suite, policy, logs, a):
-    """Run one suite once; policy None: without tdax. Returns a result dict."""
-    tag = policy or "baseline"
+def run_one(suite, policy, logs, a, only=None):
+    """Run one suite once; policy None: without tdax; only: just these test
+    case ids (a retry). Returns a result dict."""
+    tag = (policy or "baseline") + (".retry" if only else "")
     work = Path(tempfile.mkdtemp(prefix=f"tdax-cpy-{suite}-{tag}-", dir="/var/tmp"))
     os.chmod(work, 0o755)
     xml = work / "junit.xml"
@@ -126,6 +131,9 @@ def run_one(suite, policy, logs, a):
     timeout = TIMEOUTS.get(suite, DEFAULT_TIMEOUT)
     cmd = [PYTHON, "-m", "test", "-v", "--timeout", str(timeout - 20),
            "--junit-xml", str(xml), suite]
+    if only:
+        (work / "match.txt").write_text("".join(n + "\n" for n in only))
+        cmd[3:3] = ["--matchfile", str(work / "match.txt")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TDAX_") and k != "LD_PRELOAD"}
     env.update(TMPDIR=str(work), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
     device = None
@@ -221,6 +229,7 @@ def main():
     t_start = time.monotonic()
     passed = failed = 0
     regressions = []
+    flaky = []
     summary = []
     for suite in suites:
         if not have.get(suite):
@@ -249,6 +258,15 @@ def main():
                     bad.append((name, now))
             if not r["cases"]:
                 bad.append((f"{suite} (whole suite)", f"no results, rc {r['rc']}"))
+            elif bad and len(bad) <= MAX_RETRY:
+                # Once more, on a fresh device: a case that passes then is
+                # reported as flaky (a loaded machine), not held against tdax.
+                again = run_one(suite, policy, logs, a, only=[n for n, _ in bad])
+                summary.append(again)
+                for name, now in [b for b in bad if again["cases"].get(b[0]) == "pass"]:
+                    print(f"    flaky under --policy {policy} (failed, passed on retry): {name} ({now})")
+                    flaky.append((suite, policy, name, now))
+                bad = [b for b in bad if again["cases"].get(b[0]) != "pass"]
             stats = r.get("tdax", {})
             print(f"{suite} --policy {policy}: {rc_['pass']} passed, {rc_['skip']} skipped, "
                   f"{rc_['fail'] + rc_['error']} failed ({r['seconds']} s, rc {r['rc']}); "
@@ -270,8 +288,12 @@ def main():
                                                    "runs": summary}, indent=1))
     if regressions:
         print(f"\n{len(regressions)} test case(s) pass without tdax and fail under it "
-              f"(logs in {logs}):")
+              f"(twice; logs in {logs}):")
         for suite, policy, name, now in regressions:
+            print(f"  [{policy}] {name}: {now}")
+    if flaky:
+        print(f"{len(flaky)} test case(s) failed under tdax once and passed on retry:")
+        for suite, policy, name, now in flaky:
             print(f"  [{policy}] {name}: {now}")
     print(f"wall time {wall:.0f} s")
     print(f"cpython-suites: {passed} passed, {failed} failed")
