@@ -29,6 +29,7 @@ class Scratch:
         if tdax and os.environ.get("REPRO_WITHOUT_TDAX") != "1":
             cmd = [TDAX, "run", "--device", self.device, "--policy", policy, "--quiet", "--"] + cmd
         env = dict(os.environ, TMPDIR=str(self.dir))
+        kw.setdefault("stdin", subprocess.DEVNULL)
         if "stdout" not in kw and "stderr" not in kw:
             kw["capture_output"] = True
         return subprocess.run(cmd, cwd=self.dir, env=env, timeout=60, **kw)
