@@ -9,10 +9,13 @@ stay live. After a power cut recovery replays them into the truncated file:
 the bytes the program truncated away come back -- over whatever the kernel
 had already written of the new contents.
 
+Also without a symlink: open(F, O_RDONLY | O_TRUNC) truncates on Linux,
+but do_open only checkpoints when it manages the open (not O_RDONLY).
+
 Expected: F is empty after `tdax recover --power-failure` (as when the
-          same open goes through F's own name).
-Actual:   F is 100 bytes of the old data again, for both O_TRUNC and
-          truncate().
+          same open goes through F's own name, writable).
+Actual:   F is 100 bytes of the old data again, for O_TRUNC and truncate()
+          through the symlink, and for O_RDONLY|O_TRUNC.
 """
 import os
 import subprocess
@@ -29,12 +32,14 @@ os.fsync(fd)                   # lightweight: the record is the durable copy
 os.symlink('F', 'L')
 if how == 'O_TRUNC':
     os.open('L', os.O_WRONLY | os.O_TRUNC)
+elif how == 'O_RDONLY|O_TRUNC':               # Linux truncates; tdax's do_open does not look
+    os.open('F', os.O_RDONLY | os.O_TRUNC)
 else:
     os.truncate('L', 0)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 back = []
-for how in ("O_TRUNC", "truncate"):
+for how in ("O_TRUNC", "truncate", "O_RDONLY|O_TRUNC"):
     with Scratch() as s:
         s.run(CODE, how)
         if os.environ.get("REPRO_WITHOUT_TDAX") != "1":
