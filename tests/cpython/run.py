@@ -122,9 +122,31 @@ def tdax_cmd(*args):
 
 def run_one(suite, policy, logs, a, only=None):
     """Run one suite once; policy None: without tdax; only: just these test
-    case ids (a retry). Returns a result dict."""
+    case ids (a retry). Returns a result dict. The device region and the
+    working directory go away whatever happens."""
     tag = (policy or "baseline") + (".retry" if only else "")
     work = Path(tempfile.mkdtemp(prefix=f"tdax-cpy-{suite}-{tag}-", dir="/var/tmp"))
+    device = f"/dev/shm/tdax-cpy-{uuid.uuid4().hex[:8]}" if policy else None
+    res = {"suite": suite, "policy": tag, "notes": []}
+    try:
+        _run(suite, policy, logs, a, only, tag, work, device, res)
+    finally:
+        if device and os.path.exists(device):
+            p = tdax_cmd("device", "destroy", "--device", device)
+            if p.returncode != 0:
+                res["notes"].append("device destroy refused: " +
+                                    (p.stderr.strip().splitlines() or ["?"])[-1])
+                tdax_cmd("device", "destroy", "--device", device, "--force")
+            if os.path.exists(device):
+                os.unlink(device)
+        if a.keep:
+            res["notes"].append(f"work dir kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def _run(suite, policy, logs, a, only, tag, work, device, res):
     os.chmod(work, 0o755)
     xml = work / "junit.xml"
     log = logs / f"{suite}.{tag}.log"
@@ -136,10 +158,7 @@ def run_one(suite, policy, logs, a, only=None):
         cmd[3:3] = ["--matchfile", str(work / "match.txt")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TDAX_") and k != "LD_PRELOAD"}
     env.update(TMPDIR=str(work), PYTHONDONTWRITEBYTECODE="1", LC_ALL="C.UTF-8")
-    device = None
-    res = {"suite": suite, "policy": tag, "notes": []}
-    if policy:
-        device = f"/dev/shm/tdax-cpy-{uuid.uuid4().hex[:8]}"
+    if device:
         p = tdax_cmd("device", "create", "--device", device, "--size", DEVICE_SIZE)
         if p.returncode != 0:
             raise SystemExit(f"cannot create {device}: {p.stderr}")
@@ -162,6 +181,10 @@ def run_one(suite, policy, logs, a, only=None):
             os.killpg(proc.pid, signal.SIGKILL)
             rc = proc.wait()
             res["notes"].append(f"killed after {timeout} s")
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # strays of the suite
         except ProcessLookupError:
@@ -185,17 +208,6 @@ def run_one(suite, policy, logs, a, only=None):
             res["tdax"]["fallbacks"] = sum(v for k, v in c.items() if k.startswith("fallback_"))
         except (ValueError, KeyError):
             res["notes"].append(f"tdax status failed: {p.stderr.strip()}")
-        p = tdax_cmd("device", "destroy", "--device", device)
-        if p.returncode != 0:
-            res["notes"].append("device destroy refused: " + p.stderr.strip().splitlines()[-1])
-            tdax_cmd("device", "destroy", "--device", device, "--force")
-        if os.path.exists(device):
-            os.unlink(device)
-    if a.keep:
-        res["notes"].append(f"work dir kept: {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-    return res
 
 
 def counts(cases):
