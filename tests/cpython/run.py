@@ -17,7 +17,11 @@ regression; the script lists each one and
 exits 1. Test cases that fail without tdax are reported but not held against
 tdax. A regressed test case is run once more (regrtest --matchfile, on a
 fresh device): if it passes then, it is reported as flaky (the machine is
-shared and test_subprocess has timing-sensitive cases) and not counted.
+shared and test_subprocess has timing-sensitive cases) and not counted;
+--no-retry counts it. Flakes can be tdax's too: test_io
+PyIOTest.test_opener_invalid_fd failed once under --policy always because
+the write-back thread had a descriptor open at the "bad" fd number the test
+had just closed (tests/cpython/repro/writeback_fd_breaks_lowest_fd.py).
 A suite x policy combination passes when it has no regression; the
 last line is `cpython-suites: N passed, M failed` over those combinations.
 
@@ -35,7 +39,7 @@ stacks and exits) a little under the harness's hard per-run timeout, after
 which the whole process group is killed.
 
 Usage: run.py [--suites a,b] [--policies always,thesis] [--logs DIR]
-              [--quiet] [--keep] [--set KEY=VALUE]... [--env TDAX_X=V]...
+              [--quiet] [--keep] [--no-retry] [--set KEY=VALUE]... [--env TDAX_X=V]...
 (--set: tunables for every fresh device, e.g. upgrade_threshold=0 to make
 the thesis policy upgrade ranges; --env: e.g. TDAX_WB_AGE_MS=0 to make the
 write-back checkpoint at once.)
@@ -224,6 +228,8 @@ def main():
     ap.add_argument("--logs", default=str(ROOT / "build" / "cpython"))
     ap.add_argument("--quiet", action="store_true", help="tdax run --quiet (no fallback warnings)")
     ap.add_argument("--keep", action="store_true", help="keep the working directories")
+    ap.add_argument("--no-retry", action="store_true",
+                    help="hold every failure against tdax, without running it once more")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="tdax set on each fresh device (e.g. upgrade_threshold=0)")
     ap.add_argument("--env", action="append", default=[], metavar="TDAX_X=V",
@@ -270,7 +276,7 @@ def main():
                     bad.append((name, now))
             if not r["cases"]:
                 bad.append((f"{suite} (whole suite)", f"no results, rc {r['rc']}"))
-            elif bad and len(bad) <= MAX_RETRY:
+            elif bad and len(bad) <= MAX_RETRY and not a.no_retry:
                 # Once more, on a fresh device: a case that passes then is
                 # reported as flaky (a loaded machine), not held against tdax.
                 again = run_one(suite, policy, logs, a, only=[n for n, _ in bad])

@@ -7,6 +7,9 @@ from tdax_lsync_checkpoint_file, src/writeback.c:tdax_writeback_pass), so
 the program's open() sometimes gets another number and fd 0 stays closed
 (or becomes tdax's).
 
+test_io PyIOTest.test_opener_invalid_fd failed once with the default
+settings (support's make_bad_fd closes a descriptor and expects its number
+to stay invalid; the write-back had a checkpoint descriptor there).
 test_os FwalkTests.test_fd_leak / BytesFwalkTests.test_fd_leak (the lowest
 free fd after 256 fwalk()s is not the one before) and test_zipfile
 TestsWithMultipleOpens.test_many_opens (the fd count changes), under
