@@ -183,6 +183,13 @@ test-c: all
 test-py: all
 	$(B)/venv/bin/python -m pytest -q tests/py
 
+# CPython's file-API suites (Debian's libpython3.11-testsuite) without tdax,
+# then under --policy always and thesis: a test case that passes without
+# tdax must pass under it (tests/cpython/run.py; about 3.5 minutes).
+.PHONY: test-cpython
+test-cpython: all
+	$(B)/venv/bin/python tests/cpython/run.py
+
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@$(B)/venv/bin/python scripts/demo.py

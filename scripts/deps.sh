@@ -10,6 +10,7 @@ pkgs=(build-essential pkg-config libpmem2-dev libisal-dev python3 python3-venv s
       redis-server redis-tools rocksdb-tools librocksdb-dev postgresql postgresql-contrib
       libfuse3-dev fuse3 e2fsprogs mount clang-14 libclang-rt-14-dev
       qemu-system-x86 ndctl busybox-static cpio kmod)  # the last line: make vmtest's guests
+pkgs+=(libpython3.11-testsuite)  # make test-cpython: CPython's suites, for /usr/bin/python3.11
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

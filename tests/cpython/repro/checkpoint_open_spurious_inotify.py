@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""The write-back's checkpoint opens the file by its path for writing and
+closes it again (src/lsync.c:open_registered, O_RDWR, from
+tdax_lsync_checkpoint_file): file watchers (inotify/fanotify: config
+reloaders, build tools, tail -F, systemd path units) see IN_OPEN and
+IN_CLOSE_WRITE -- "a writer finished" -- about a second after the program's
+last write, while the program still has the file open and has not
+finished. Same descriptor as checkpoint_open_rdwr_etxtbsy.py; opening
+read-only when no rewrite is needed would give IN_CLOSE_NOWRITE (still an
+IN_OPEN the program did not make).
+
+Expected: no inotify event while the program keeps the file open.
+Actual:   IN_OPEN, IN_CLOSE_WRITE (--policy always; default write-back age).
+"""
+from _common import Scratch, verdict
+
+CODE = """
+import ctypes, os, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+IN_CLOSE_WRITE, IN_OPEN = 0x8, 0x20
+ifd = libc.inotify_init1(os.O_NONBLOCK)
+fd = os.open('ino.dat', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+libc.inotify_add_watch(ifd, b'ino.dat', IN_CLOSE_WRITE | IN_OPEN)
+os.write(fd, b'hello\\n')          # then keep the file open, idle
+time.sleep(2.5)
+evs = []
+try:
+    buf = os.read(ifd, 4096)
+    off = 0
+    while off < len(buf):
+        wd, mask, cookie, ln = struct.unpack_from('iIII', buf, off)
+        off += 16 + ln
+        evs.append({IN_CLOSE_WRITE: 'IN_CLOSE_WRITE', IN_OPEN: 'IN_OPEN'}.get(mask, hex(mask)))
+except BlockingIOError:
+    pass
+print(' '.join(evs))
+"""
+with Scratch() as s:
+    evs = s.run(CODE, policy="always").stdout.decode().split()
+    verdict(bool(evs), f"inotify events while the file is open and idle: {evs}")
