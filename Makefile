@@ -27,7 +27,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-fuzz test-crash test-py test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps test test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -126,10 +126,11 @@ $(B)/san/test_%: tests/c/test_%.c tests/c/harness.c $(SAN_O) $(HDRS)
 deps:
 	@scripts/deps.sh
 
-# Every test: C unit tests (plain, then under ASan+UBSan), then pytest.
+# Every test: C unit tests (plain, ASan+UBSan, TSan), fuzzing, power cuts, the
+# VM guests, pytest, then CPython's file-API suites under tdax.
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-c test-fuzz test-crash test-vm test-py
+	@$(MAKE) --no-print-directory test-c test-fuzz test-crash test-vm test-py test-cpython
 
 # libFuzzer on the region parser and recovery (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 600
@@ -186,7 +187,6 @@ test-py: all
 # CPython's file-API suites (Debian's libpython3.11-testsuite) without tdax,
 # then under --policy always and thesis: a test case that passes without
 # tdax must pass under it (tests/cpython/run.py; about 3.5 minutes).
-.PHONY: test-cpython
 test-cpython: all
 	$(B)/venv/bin/python tests/cpython/run.py
 

@@ -53,10 +53,16 @@ void tdax_fd_forget_range(unsigned first, unsigned last)
 
 void tdax_fd_copy(int from, int to)
 {
-	if (to < 0 || to >= TDAX_MAX_FDS || !tdax_fds || to == from)
+	if (to < 0 || !tdax_fds || to == from)
 		return;
-	tdax_fd_forget(to);
 	const struct tdax_fd *e = tdax_fd_get(from);
+	if (to >= TDAX_MAX_FDS) {
+		/* Beyond the table: writes through it would go unseen. */
+		if (e)
+			tdax_lsync_kernel_only(e->file_plus1 - 1, TDAX_FB_UNREGISTERED);
+		return;
+	}
+	tdax_fd_forget(to);
 	if (!e)
 		return;
 	if (e->twin_plus1)

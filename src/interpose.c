@@ -44,6 +44,12 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!tdax_real.openat)
 		tdax_resolve_real();
+	/* No record may outlive a truncate (Linux truncates with O_RDONLY too):
+	 * the checkpoint's error instead. */
+	uint32_t plus1, gen;
+	if ((flags & O_TRUNC) && tdax_on() &&
+	    tdax_lsync_checkpoint_path(dirfd, path, !(flags & O_NOFOLLOW), &plus1, &gen) != 0)
+		return -1;
 	bool manage = tdax_on() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
 	if (!manage) {
@@ -51,9 +57,6 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 		tdax_fd_forget(fd); /* the number may have been a managed file's */
 		return fd;
 	}
-	uint32_t plus1, gen;
-	if ((flags & O_TRUNC) && tdax_lsync_checkpoint_path(dirfd, path, &plus1, &gen) != 0)
-		return -1; /* no record may outlive a truncate: its error instead */
 	int fd = tdax_real.openat(dirfd, path, flags, mode);
 	if (fd >= 0) {
 		int e = errno;
@@ -379,7 +382,7 @@ EXPORT int truncate(const char *path, off_t len)
 	if (!tdax_on())
 		return tdax_real.truncate(path, len);
 	uint32_t gen, plus1;
-	if (tdax_lsync_checkpoint_path(AT_FDCWD, path, &plus1, &gen) != 0)
+	if (tdax_lsync_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
 		return -1;
 	int r = tdax_real.truncate(path, len);
 	int err = errno;
@@ -613,8 +616,8 @@ static int do_rename(int olddir, const char *oldpath, int newdir, const char *ne
 {
 	bool exchange = flags & RENAME_EXCHANGE;
 	uint32_t new_plus1, new_gen, old_plus1, old_gen;
-	tdax_lsync_checkpoint_path(newdir, newpath, &new_plus1, &new_gen);
-	tdax_lsync_checkpoint_path(olddir, oldpath, &old_plus1, &old_gen);
+	tdax_lsync_checkpoint_path(newdir, newpath, false, &new_plus1, &new_gen);
+	tdax_lsync_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen);
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	if (!abs_path(olddir, oldpath, old_abs, &old_dir))
@@ -630,6 +633,10 @@ static int do_rename(int olddir, const char *oldpath, int newdir, const char *ne
 		      : tdax_real.renameat(olddir, oldpath, newdir, newpath);
 	int err = errno;
 	if (r == 0) {
+		/* The file rename replaced may live on through a descriptor: it
+		 * has no name now, so no checkpoint could find it by path. */
+		if (new_plus1 && !exchange && new_plus1 != old_plus1)
+			tdax_lsync_kernel_only(new_plus1 - 1, TDAX_FB_METADATA);
 		if (old_plus1)
 			moved_to(old_plus1, old_gen, newdir, newpath);
 		if (exchange && new_plus1)
@@ -675,7 +682,7 @@ EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *ne
 static int do_unlink(int dirfd, const char *path, int flags)
 {
 	uint32_t gen, plus1;
-	tdax_lsync_checkpoint_path(dirfd, path, &plus1, &gen);
+	tdax_lsync_checkpoint_path(dirfd, path, false, &plus1, &gen);
 	int fd = plus1 ? tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
 	int r = tdax_real.unlinkat(dirfd, path, flags);
 	int err = errno;

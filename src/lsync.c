@@ -243,9 +243,9 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
  * a failed sync left records to write to the file again (rt->rewrite).
  * O_NONBLOCK: a FIFO's open must not wait.
  */
-static int open_for_checkpoint(int dirfd, const char *path, const struct tdax_file_rt *rt)
+static int open_for_checkpoint(int dirfd, const char *path, bool follow, const struct tdax_file_rt *rt)
 {
-	int fl = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+	int fl = O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
 	int fd = atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
 	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
 }
@@ -255,7 +255,7 @@ static int open_for_checkpoint(int dirfd, const char *path, const struct tdax_fi
 static int open_registered(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	int fd = open_for_checkpoint(AT_FDCWD, f->path, &f->rt);
+	int fd = open_for_checkpoint(AT_FDCWD, f->path, false, &f->rt);
 	if (fd < 0)
 		return -1;
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
@@ -296,10 +296,11 @@ int tdax_lsync_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
-int tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *plus1, uint32_t *gen)
+int tdax_lsync_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1,
+			       uint32_t *gen)
 {
 	*plus1 = 0;
-	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	struct tdax_ident id;
 	uint32_t idx = 0;
 	bool found = fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 &&
@@ -312,7 +313,7 @@ int tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *plus1, uin
 	const struct tdax_file_rt *rt = rt_of(idx);
 	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
 		return 0;
-	fd = open_for_checkpoint(dirfd, path, rt);
+	fd = open_for_checkpoint(dirfd, path, follow, rt);
 	if (fd < 0)
 		return 0; /* gone meanwhile */
 	int rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);

@@ -38,10 +38,13 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync);
 int tdax_lsync_checkpoint_file(uint32_t idx);
 
 /* Before a truncate, unlink or rename over path: checkpoint it if it is a
- * registered file with records. *plus1 is the file's index + 1 (0: not a
- * registered file) and *gen its generation. Returns 0, or -1 with errno if
- * its records could not be written back (they stay live). */
-int tdax_lsync_checkpoint_path(int dirfd, const char *path, uint32_t *plus1, uint32_t *gen);
+ * registered file with records (follow: path's last link is followed, as
+ * truncate and O_TRUNC do; unlink and rename act on the link itself).
+ * *plus1 is the file's index + 1 (0: not a registered file) and *gen its
+ * generation. Returns 0, or -1 with errno if its records could not be
+ * written back (they stay live). */
+int tdax_lsync_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1,
+			       uint32_t *gen);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
  * registered file below it that has records. */

@@ -232,6 +232,10 @@ __attribute__((constructor)) static void tdax_start(void)
 	tdax_resolve_real();
 	tdax_inside++;
 	configure();
+	/* Started with stderr closed (a daemon): fd 2 may become one of the
+	 * application's files, so tdax says nothing rather than write into it. */
+	if (tdax_real.fcntl(2, F_GETFD) < 0)
+		tdax_rt.quiet = true;
 	const char *path = secure_getenv("TDAX_DEVICE");
 	if (!path || !*path)
 		path = tdax_default_device();

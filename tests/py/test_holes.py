@@ -47,6 +47,19 @@ def test_pwritev2_dontcache_is_logged_or_uncovered(dev, diskdir):
     cut_after(dev, diskdir / "f", "os.pwritev(fd, [b'C' * 50], 100, 0x80)", C_AT_100)
 
 
+def test_pwritev2_noappend_on_an_append_descriptor(dev, diskdir):
+    # RWF_NOAPPEND (0x20): the offset counts although the descriptor appends.
+    code = PRELUDE.replace("os.O_RDWR | os.O_CREAT", "os.O_RDWR | os.O_CREAT | os.O_APPEND")
+    code = code.replace("os.pwrite(fd, b\"A\" * 8192, 0)", "os.write(fd, b\"A\" * 8192)")
+    code = code.replace("os.pwrite(fd, b\"B\" * 8192, 0)", "os.pwritev(fd, [b\"B\" * 8192], 0, 0x20)")
+    path = diskdir / "f"
+    p = tdax_run(dev, code + "os.pwritev(fd, [b'C' * 50], 100, 0x20)" + EPILOGUE, path, check=None)
+    assert "acked" in p.stdout, p.stderr
+    assert path.read_bytes() == C_AT_100
+    power_cut(dev, path)
+    assert path.read_bytes() == C_AT_100, "acknowledged data lost"
+
+
 def test_pwritev2_at_the_file_position_with_a_flag(dev, diskdir):
     cut_after(dev, diskdir / "f", "os.lseek(fd, 100, 0); libc.pwritev2.argtypes = "
               "[ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_int]\n"

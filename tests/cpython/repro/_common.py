@@ -11,7 +11,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(os.environ.get("REPRO_ROOT", Path(__file__).resolve().parents[3]))
 TDAX = str(ROOT / "build" / "bin" / "tdax")
 PY = "/usr/bin/python3.11"
 
