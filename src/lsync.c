@@ -7,6 +7,7 @@
 #include "policy.h"
 #include "recover.h"
 #include "shadow.h"
+#include "testaid.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -128,6 +129,29 @@ static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
 	return tdax_replay_file(tdax_rt.dev, idx, gen, fd);
 }
 
+#ifdef TDAX_TEST_BUILD
+/* Test aid (src/testaid.h): TDAX_TEST_FAIL_SYNC=N makes the N-th real sync
+ * tdax makes in this process fail with EIO, as a dying disk's would. */
+static bool injected_sync_failure(void)
+{
+	static _Atomic long seen;
+	const char *s = TDAX_TEST_ENV("FAIL_SYNC");
+	return s && atomic_fetch_add(&seen, 1) + 1 == atol(s);
+}
+#endif
+
+/* The real sync of a checkpoint. */
+static int real_sync(int fd, bool datasync)
+{
+#ifdef TDAX_TEST_BUILD
+	if (injected_sync_failure()) {
+		errno = EIO;
+		return -1;
+	}
+#endif
+	return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+}
+
 /* Is fd the file of entry idx, generation gen? A sync of anything else
  * must not release that file's records. */
 static bool is_file(int fd, uint32_t idx, uint32_t gen)
@@ -150,7 +174,7 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 	tdax_shadow_before_sync(fd, tdax_file_at(dev, idx)->path);
 	int rc = rewrite_after_error(fd, idx, gen);
 	if (rc == 0)
-		rc = datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+		rc = real_sync(fd, datasync);
 	if (rc != 0) {
 		int e = errno;
 		atomic_store(&rt->rewrite, 1);

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import PY, TDAX, TDAX_ENV, info, run
+from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
 import crashtest  # noqa: E402
@@ -65,3 +65,34 @@ def test_failed_writeback_is_reported_and_nothing_is_lost(dev, tmp_path):
         if p:
             crashtest.kill_tree([p])
         disk.detach()
+
+
+def test_a_truncate_whose_checkpoint_fails_fails_and_the_next_one_writes_the_records_again(dev, diskdir):
+    """The sync a truncate needs first fails (TDAX_TEST_FAIL_SYNC, test
+    build): the truncate must fail too, not leave records that could be
+    replayed over it. The next truncate writes the records to the file again
+    (through a descriptor it can write: a read-only one failed with EBADF)
+    and succeeds, and so do the syncs after it; nothing acknowledged is lost
+    in a power cut."""
+    path = diskdir / "f"
+    code = r"""
+import os, sys, time
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)                                    # real sync 1
+os.pwrite(fd, b"x" * 4096, 0); os.fdatasync(fd)  # lightweight
+try:
+    os.truncate(path, 1000)                     # real sync 2 fails
+    print("first truncate succeeded", flush=True)
+except OSError as e:
+    print("first truncate", e.errno, flush=True)
+os.truncate(path, 1000)                         # real sync 3
+os.pwrite(fd, b"y" * 10, 0); os.fdatasync(fd)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, env={"TDAX_TEST_FAIL_SYNC": "2"}, check=None)
+    assert "first truncate 5" in p.stdout, p.stdout + p.stderr  # EIO
+    assert "acked" in p.stdout, p.stdout + p.stderr
+    assert info(dev)["live_records"] == 0, "a record outlived the truncate"
+    power_cut(dev, path)
+    assert path.read_bytes() == b"y" * 10 + b"x" * 990
