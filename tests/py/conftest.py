@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ BUILD = ROOT / "build"
 TDAX = BUILD / "test" / "bin" / "tdax"        # preloads build/test/lib/libtdax.so
 TDAX_PRODUCT = BUILD / "bin" / "tdax"        # preloads build/lib/libtdax.so
 LOGWRITER = BUILD / "tests" / "logwriter"
+
+sys.path.insert(0, str(ROOT / "tests" / "crash"))
+import crashtest  # noqa: E402
 
 
 def run(*args, check=None, env=None, user=None, **kw):
@@ -90,3 +94,28 @@ def dev(device):
     """A created device region (64 MiB)."""
     run(TDAX, "device", "create", "--device", device, "--size", "64M", check=0)
     return device
+
+
+@pytest.fixture
+def voldisk(tmp_path):
+    """ext4 on a volatile disk (tests/crash/voldisk.c) at .mnt: .cut() loses
+    every write not flushed, as a power cut does; .reboot() mounts what
+    survived; writing "eio" to .fuse / "ctl" makes every flush fail."""
+    os.chmod(tmp_path, 0o755)
+    disk = crashtest.Disk(tmp_path, "lose-all", 1)
+    yield disk
+    disk.detach()
+
+
+@contextmanager
+def started(device, code, *args, env=None, policy="always"):
+    """Python code under `tdax run` in a session of its own, stdout and
+    stderr piped; the whole tree is killed on the way out."""
+    e = dict(os.environ, **{**TDAX_ENV, **(env or {})})
+    p = subprocess.Popen([TDAX, "run", "--device", device, "--policy", policy, "--", PY, "-c", code,
+                          *[str(a) for a in args]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=e, start_new_session=True)
+    try:
+        yield p
+    finally:
+        crashtest.kill_tree([p])

@@ -3,16 +3,9 @@ of the file must report it, the records must stay in the device, and after
 a power cut recovery must still bring back every acknowledged write -- the
 PostgreSQL "fsyncgate" case, on a real ext4 over a failing volatile disk."""
 import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
+from conftest import TDAX, info, power_cut, run, started, tdax_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
-import crashtest  # noqa: E402
 
 APP = r"""
 import os, sys, time
@@ -36,35 +29,22 @@ time.sleep(60)
 """
 
 
-def test_failed_writeback_is_reported_and_nothing_is_lost(dev, tmp_path):
-    os.chmod(tmp_path, 0o755)
-    disk = crashtest.Disk(tmp_path, "lose-all", 1)
-    p = None
-    try:
-        path, go = disk.mnt / "wal", tmp_path / "go"
-        env = dict(os.environ, **{**TDAX_ENV, "TDAX_WB_AGE_MS": "100"})
-        p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", APP,
-                              path, go], stdout=subprocess.PIPE, text=True, env=env,
-                             start_new_session=True)
+def test_failed_writeback_is_reported_and_nothing_is_lost(dev, voldisk, tmp_path):
+    path, go = voldisk.mnt / "wal", tmp_path / "go"
+    with started(dev, APP, path, go, env={"TDAX_WB_AGE_MS": "100"}) as p:
         assert p.stdout.readline().strip() == "written"
-        (disk.fuse / "ctl").write_text("eio")  # from now on the disk fails every flush
+        (voldisk.fuse / "ctl").write_text("eio")  # from now on the disk fails every flush
         go.write_bytes(b"")
         line = p.stdout.readline().split()
         assert line[:2] == ["sync", "error"] and int(line[2]) == 5, line  # EIO, reported once
         i = info(dev)
         assert i["live_records"] > 0, "the records must stay until a sync succeeds"
         assert i["counters"]["fallback_writeback_error"] >= 1 and i["counters"]["sync_errors"] >= 1
-        crashtest.kill_tree([p])
-        p = None
-        disk.cut()
-        disk.reboot()
-        rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
-        assert rep["applied"] > 0
-        assert path.read_bytes() == b"".join(b"acked %04d\n" % i for i in range(200))
-    finally:
-        if p:
-            crashtest.kill_tree([p])
-        disk.detach()
+    voldisk.cut()
+    voldisk.reboot()
+    rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
+    assert rep["applied"] > 0
+    assert path.read_bytes() == b"".join(b"acked %04d\n" % i for i in range(200))
 
 
 def test_a_truncate_whose_checkpoint_fails_fails_and_the_next_one_writes_the_records_again(dev, diskdir):

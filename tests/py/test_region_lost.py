@@ -4,15 +4,8 @@ The application must not get a signal, and no sync may be acknowledged
 from a region no recovery will find: on a real power cut of ext4 on a
 volatile disk, everything acknowledged is there."""
 import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-from conftest import PY, TDAX, TDAX_ENV
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
-import crashtest  # noqa: E402
+from conftest import started
 
 APP = r"""
 import os, sys, time
@@ -33,41 +26,28 @@ time.sleep(60)
 """
 
 
-def run_case(dev, tmp_path, damage):
-    os.chmod(tmp_path, 0o755)
-    disk = crashtest.Disk(tmp_path, "lose-all", 1)
-    p = None
-    try:
-        path, go = disk.mnt / "log", tmp_path / "go"
-        env = dict(os.environ, **{**TDAX_ENV, "TDAX_QUIET": "0"})
-        p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", APP,
-                              path, go], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env, start_new_session=True)
+def run_case(dev, disk, tmp_path, damage):
+    path, go = disk.mnt / "log", tmp_path / "go"
+    with started(dev, APP, path, go, env={"TDAX_QUIET": "0"}) as p:
         assert p.stdout.readline().strip() == "written"
         damage(dev)
         go.write_bytes(b"")
-        line = p.stdout.readline().strip()
-        assert line == "acked", "the application died: " + p.stderr.read()
-        crashtest.kill_tree([p])
+        assert p.stdout.readline().strip() == "acked", "the application died: " + p.stderr.read()
+        p.kill()  # the process itself: its stderr ends
         err = p.stderr.read()
-        p = None
-        disk.cut()
-        disk.reboot()
-        want = b"".join(b"before %04d\n" % i for i in range(100)) + \
-            b"".join(b"after %04d\n" % i for i in range(100))
-        assert path.read_bytes()[:len(want)] == want, "acknowledged data lost"
-        return err
-    finally:
-        if p:
-            crashtest.kill_tree([p])
-        disk.detach()
+    disk.cut()
+    disk.reboot()
+    want = b"".join(b"before %04d\n" % i for i in range(100)) + \
+        b"".join(b"after %04d\n" % i for i in range(100))
+    assert path.read_bytes()[:len(want)] == want, "acknowledged data lost"
+    return err
 
 
-def test_a_removed_region_is_given_up_and_nothing_acknowledged_is_lost(dev, tmp_path):
-    err = run_case(dev, tmp_path, os.unlink)
+def test_a_removed_region_is_given_up_and_nothing_acknowledged_is_lost(dev, voldisk, tmp_path):
+    err = run_case(dev, voldisk, tmp_path, os.unlink)
     assert "was removed while in use" in err, err
 
 
-def test_a_truncated_region_costs_no_signal_and_nothing_acknowledged(dev, tmp_path):
-    err = run_case(dev, tmp_path, lambda d: os.truncate(d, 0))
+def test_a_truncated_region_costs_no_signal_and_nothing_acknowledged(dev, voldisk, tmp_path):
+    err = run_case(dev, voldisk, tmp_path, lambda d: os.truncate(d, 0))
     assert "was truncated while in use" in err, err
