@@ -167,8 +167,13 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 	struct tdax_file_rt *rt = rt_of(idx);
 	if (!is_file(fd, idx, gen))
 		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
-	/* Take both snapshots before the sync: what was written before it is
-	 * covered by it; later writes keep their records and counts. */
+	/* Take the snapshots before the sync: what was written before it is
+	 * covered by it; later writes keep their records and counts. The age
+	 * and size of what is logged are taken first, so that a record logged
+	 * from here on starts them again (and is checkpointed at its age, or
+	 * at exit); they are given back if the sync fails. */
+	uint64_t first = atomic_exchange(&rt->first_log_ns, 0);
+	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
 	uint64_t unc = atomic_load(&rt->uncovered);
 	uint64_t upto = atomic_load(dev->seq);
 	tdax_shadow_before_sync(fd, tdax_file_at(dev, idx)->path);
@@ -177,6 +182,12 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 		rc = real_sync(fd, datasync);
 	if (rc != 0) {
 		int e = errno;
+		uint64_t cur = 0;
+		while (first && (cur == 0 || cur > first) &&
+		       !atomic_compare_exchange_weak(&rt->first_log_ns, &cur, first))
+			;
+		atomic_fetch_add(&rt->logged_bytes, bytes);
+		tdax_rt.touched[idx] = 1; /* the write-back pass may have let it go meanwhile */
 		atomic_store(&rt->rewrite, 1);
 		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
 		errno = e;
@@ -184,8 +195,6 @@ int tdax_lsync_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 	}
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 	atomic_store(&rt->rewrite, 0);
-	atomic_store(&rt->first_log_ns, 0);
-	atomic_store(&rt->logged_bytes, 0);
 	tdax_log_release(dev, idx, gen, upto);
 	return 0;
 }

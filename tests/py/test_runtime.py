@@ -432,3 +432,29 @@ for i in range(int(sys.argv[2])):
     i = info(dev)
     assert i["files_registered"] == 2  # f0, still there, and new/f0
     assert i["counters"]["light_syncs"] == before + 1  # the new file got an entry: a lightweight sync
+
+
+def test_a_record_logged_during_a_real_sync_is_released_by_a_clean_exit(dev, diskdir):
+    """A record logged by one thread while another's real sync runs is not
+    covered by that sync; it must still count as logged (its age), so the
+    exit checkpoint releases it: no live record after a clean exit."""
+    path = diskdir / "race"
+    code = r"""
+import os, sys, threading, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+stop = False
+def logger():
+    i = 0
+    while not stop:
+        os.pwrite(fd, b"%08d" % i, (i % 512) * 8); os.fdatasync(fd); i += 1
+t = threading.Thread(target=logger); t.start()
+end = time.time() + 0.3
+while time.time() < end:
+    os.posix_fallocate(fd, 0, 4096)  # uncovers the file: the next sync is real
+    os.fsync(fd)
+stop = True; t.join()
+"""
+    for _ in range(8):  # the race is the last record against the last real sync
+        tdax_run(dev, code, path, env={"TDAX_WB_AGE_MS": "3600000"})
+        assert info(dev)["live_records"] == 0, "a record outlived the clean exit"
