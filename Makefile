@@ -9,7 +9,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := crc32c util device files log recover stats track control ranges trace
+CORE    := sys crc32c util device files log recover stats track control ranges trace
 PRELOAD := runtime fdtable lsync policy writeback watch interpose interpose_fd interpose_syscall
 TESTAID := shadow pmtrace
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
@@ -27,7 +27,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps test check-hooked test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -62,18 +62,25 @@ $(B)/lib/libtdaxtrack.so: $(B)/obj/track.o
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@
 
-$(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O)
+# libtdax.so exports its hooks (the EXPORT functions of src/interpose*.c) and
+# nothing else: tdax's own functions are bound inside it, without the PLT.
+$(B)/libtdax.map: $(wildcard src/interpose*.c)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
+	{ echo '{ global:'; grep -h '^EXPORT' $^ | sed -E 's/.*[ *]([A-Za-z_0-9]+)\(.*/  \1;/'; \
+	  echo 'local: *; };'; } > $@
+
+$(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O) $(B)/libtdax.map
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -shared $(CORE_O) $(PRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS) -ldl
 
 # The test CLI's `tdax run` preloads its sibling, build/test/lib/libtdax.so.
 $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
 
-$(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O)
+$(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $^ -o $@ $(LDLIBS) -ldl
+	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS) -ldl
 
 # tdax bench, trace and sim hand over to Python by paths relative to the
 # binary (src/cli.c): ../venv and ../../bench. For the test CLI those are
@@ -175,7 +182,12 @@ test-vm: all
 	@$(B)/venv/bin/python tests/vm/vmtest.py --cuts $(CUTS); rc=$$?; \
 		[ $$rc = 77 ] && echo "test-vm: SKIPPED (no QEMU; 'make deps' installs it)" && exit 0; exit $$rc
 
-test-c: all
+# No object of libtdax.so but the hooks calls a name libtdax.so hooks (src/sys.h).
+check-hooked: all
+	@scripts/check_hooked.sh $(B)/lib/libtdax.so $(filter-out $(B)/obj/interpose%,$(CORE_O) $(PRELOAD_O))
+	@scripts/check_hooked.sh $(T)/lib/libtdax.so $(filter-out $(T)/obj/interpose%,$(TCORE_O) $(TPRELOAD_O))
+
+test-c: all check-hooked
 	@set -e; for t in $(CTESTS); do echo "== $$t"; $(B)/tests/$$t; done
 	@set -e; for t in $(CTESTS); do echo "== $$t (asan+ubsan)"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(B)/san/$$t; done

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "device.h"
+#include "sys.h"
 #include "control.h"
 #include "crc32c.h"
 #include "pmtrace.h"
@@ -196,7 +197,7 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 		dev->file_mode = st.st_mode;
 	}
 	pmem2_source_delete(&dev->src);
-	close(dev->fd);
+	tdax_sys_close(dev->fd);
 	dev->fd = -1;
 	madvise(dev->base, dev->size, MADV_HUGEPAGE);
 	if (!(flags & TDAX_OPEN_NO_PREFAULT))
@@ -221,7 +222,7 @@ static void unmap_region(struct tdax_device *dev)
 	if (dev->src)
 		pmem2_source_delete(&dev->src);
 	if (dev->fd >= 0)
-		close(dev->fd);
+		tdax_sys_close(dev->fd);
 	dev->fd = -1;
 }
 
@@ -333,10 +334,12 @@ static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t df
 	unsigned long long v;
 	snprintf(path, sizeof(path), "/sys/dev/char/%u:%u/%s", major(st->st_rdev),
 		 minor(st->st_rdev), attr);
-	FILE *f = fopen(path, "re");
-	bool ok = f && fscanf(f, "%llu", &v) == 1;
-	if (f)
-		fclose(f);
+	char text[32] = "";
+	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (fd >= 0)
+		tdax_sys_close(fd);
+	bool ok = n > 0 && sscanf(text, "%llu", &v) == 1;
 	return ok ? (uint64_t)v : dflt;
 }
 
@@ -356,7 +359,7 @@ static int read_head(int fd, const struct stat *st, void *buf, size_t len, uint6
 	size_t align = (size_t)devdax_attr(st, "align", 2u << 20);
 	if (*size < align || len > align)
 		return -1;
-	void *p = mmap(NULL, align, PROT_READ, MAP_SHARED, fd, 0);
+	void *p = tdax_sys_mmap(NULL, align, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -1;
 	memcpy(buf, p, len);
@@ -422,7 +425,7 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 		return kind_error(path, err);
 	if (check_owner(path, &lst, flags, err))
 		return -1;
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	int fd = tdax_sys_open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ELOOP ? symlink_error(path, err)
 				      : open_error(path, "open the device region", err);
@@ -431,7 +434,7 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 		: !S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) ? kind_error(path, err)
 		: check_owner(path, st, flags, err);
 	if (rc) {
-		close(fd);
+		tdax_sys_close(fd);
 		return -1;
 	}
 	return fd;
@@ -457,7 +460,7 @@ static void remove_made(const char *path, const struct stat *made)
 {
 	struct stat now;
 	if (lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
-		unlink(path);
+		tdax_sys_unlink(path);
 }
 
 /* The file of an emulated or fsdax region: a new one (O_EXCL, never through a
@@ -472,7 +475,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 			return open_error(o->path, "inspect the device region", err);
 		if (check_backend_path(o->path, -1, NULL, o->backend, err))
 			return -1;
-		int fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		int fd = tdax_sys_open(o->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd < 0 && errno == EEXIST)
 			return tdax_errf(err, "%s: appeared while tdax was creating it; nothing was "
 				"changed. Look at what it is, then run the command again", o->path);
@@ -480,8 +483,8 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 			return open_error(o->path, "create the device region", err);
 		if (fstat(fd, st) != 0) {
 			int e = errno;
-			close(fd);
-			unlink(o->path);
+			tdax_sys_close(fd);
+			tdax_sys_unlink(o->path);
 			return tdax_errf(err, "%s: cannot inspect the new file: %s", o->path, strerror(e));
 		}
 		*made = true;
@@ -510,7 +513,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 			"remove it (rm %s) and run the command again; nothing was changed", o->path,
 			(unsigned long long)st->st_size, o->path);
 	if (rc) {
-		close(fd);
+		tdax_sys_close(fd);
 		return -1;
 	}
 	return fd;
@@ -541,7 +544,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 				     tdax_errf(err, "%s: already holds a tdax device; refusing to reformat "
 					"it. Run 'tdax recover' and 'tdax device destroy' first, or pass "
 					"--force", o->path)))) {
-			close(dev.fd);
+			tdax_sys_close(dev.fd);
 			dev.fd = -1;
 		}
 	}
@@ -549,11 +552,11 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 		return -1;
 	if (file) {
 		int rc = check_backend_path(o->path, dev.fd, &st, o->backend, err) ? -1 : 0;
-		if (rc == 0 && ftruncate(dev.fd, 0) != 0)
+		if (rc == 0 && tdax_sys_ftruncate(dev.fd, 0) != 0)
 			rc = errno;
 		made |= rc == 0;
 		if (rc == 0)
-			rc = posix_fallocate(dev.fd, 0, (off_t)cap);
+			rc = tdax_sys_fallocate(dev.fd, 0, 0, (off_t)cap) == 0 ? 0 : errno;
 		if (rc == 0 && o->set_owner && fchown(dev.fd, o->owner, o->group) != 0)
 			rc = errno;
 		if (rc == 0 && fchmod(dev.fd, mode) != 0)
@@ -564,7 +567,7 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 					  o->path, (unsigned long long)cap, strerror(rc));
 			if (made)
 				remove_made(o->path, &st);
-			close(dev.fd);
+			tdax_sys_close(dev.fd);
 			return -1;
 		}
 	}
@@ -683,14 +686,14 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 	if (fd < 0)
 		return -1;
 	if ((st.st_mode & S_IWOTH) && !(flags & TDAX_OPEN_ALLOW_SHARED)) {
-		close(fd);
+		tdax_sys_close(fd);
 		return tdax_errf(err, "%s: any user can write this device region (mode %04o), so any "
 			"user could forge records; chmod o-w it, or allow it explicitly "
 			"(--allow-shared, TDAX_ALLOW_SHARED=1)", path, (unsigned)(st.st_mode & 07777));
 	}
 	struct tdax_device *dev = calloc(1, sizeof(*dev));
 	if (!dev) {
-		close(fd);
+		tdax_sys_close(fd);
 		return tdax_errf(err, "%s: out of memory", path);
 	}
 	snprintf(dev->path, sizeof(dev->path), "%s", path);
@@ -740,7 +743,7 @@ int tdax_device_destroy(const char *path, struct tdax_err *err)
 	if (fd < 0)
 		return -1;
 	bool region = has_magic(fd, &st);
-	close(fd);
+	tdax_sys_close(fd);
 	if (!region)
 		return tdax_errf(err, "%s: is not a tdax region (no tdax header); destroy removes only "
 			"tdax regions, even with --force, and changed nothing. If the file is not "
@@ -750,7 +753,7 @@ int tdax_device_destroy(const char *path, struct tdax_err *err)
 		if (lstat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
 			return tdax_errf(err, "%s: was replaced while tdax checked it; nothing was "
 				"removed. Look at what it is now", path);
-		if (unlink(path) != 0)
+		if (tdax_sys_unlink(path) != 0)
 			return open_error(path, "remove the device region", err);
 		return 0;
 	}

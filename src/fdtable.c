@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "fdtable.h"
+#include "sys.h"
 #include "lsync.h"
 #include "runtime.h"
 #include "trace.h"
@@ -26,7 +27,7 @@ struct tdax_fd *tdax_fds;
 
 int tdax_fdtable_init(void)
 {
-	void *p = mmap(NULL, sizeof(struct tdax_fd) * TDAX_MAX_FDS, PROT_READ | PROT_WRITE,
+	void *p = tdax_sys_mmap(NULL, sizeof(struct tdax_fd) * TDAX_MAX_FDS, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
@@ -204,7 +205,7 @@ static int move_high(int fd)
 static int adopt(int fd, int *holder)
 {
 	int to = move_high(fd);
-	syscall(SYS_close, fd);
+	tdax_syscall(SYS_close, fd);
 	if (to < 0)
 		return -1;
 	for (int i = 0; i < OWN_MAX; i++)
@@ -215,7 +216,7 @@ static int adopt(int fd, int *holder)
 			mark(to, true);
 			return i;
 		}
-	syscall(SYS_close, to);
+	tdax_syscall(SYS_close, to);
 	return -1;
 }
 
@@ -233,7 +234,7 @@ static void release(int i)
 	mark(fd, false);
 	*own[i].holder = -1;
 	own[i].holder = NULL;
-	syscall(SYS_close, fd);
+	tdax_syscall(SYS_close, fd);
 }
 
 int tdax_ownfd_keep(int *fdp)
@@ -263,7 +264,7 @@ void tdax_ownfd_evict(int fd)
 			mark(to, true);
 			own[i].fd = *own[i].holder = to;
 			mark(fd, false);
-			syscall(SYS_close, fd);
+			tdax_syscall(SYS_close, fd);
 		}
 }
 
@@ -294,7 +295,7 @@ static int close_around(unsigned first, unsigned last, int flags, bool forget, b
 		unsigned next = next_own(lo, last, twins);
 		if (next != lo) { /* [lo, next - 1] (or [lo, last]) holds none to keep */
 			unsigned hi = next == UINT_MAX ? last : next - 1;
-			if (syscall(SYS_close_range, lo, hi, flags) != 0)
+			if (tdax_syscall(SYS_close_range, lo, hi, flags) != 0)
 				return -1;
 			if (forget && !(flags & CLOSE_RANGE_CLOEXEC))
 				tdax_fd_forget_range(lo, hi);

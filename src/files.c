@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "files.h"
+#include "sys.h"
 #include "crc32c.h"
 
 #include <errno.h>
@@ -140,12 +141,12 @@ void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen)
  * preload these must not go through tdax's own hooks. */
 static bool still_there(const struct tdax_file *f)
 {
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno != ENOENT && errno != ENOTDIR; /* in doubt, it is */
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
 	bool same = tdax_ident_of_fd(fd, &now) != 0 || tdax_ident_same(&now, &was);
-	syscall(SYS_close, fd);
+	tdax_syscall(SYS_close, fd);
 	return same;
 }
 

@@ -1,17 +1,13 @@
 /*
  * interpose_syscall -- syscall(2), the libc function that skips the other
  * wrappers. A call the hooks care about (a write, a sync, a close, a
- * rename, ...) is sent to the same hook its wrapper has; everything else,
- * and every call tdax itself makes through syscall(2), goes straight to
- * the kernel.
+ * rename, ...) is sent to the same hook its wrapper has; everything else
+ * goes straight to the kernel. tdax's own calls never come here (sys.h).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -20,39 +16,9 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sys.h"
 
 #define EXPORT __attribute__((visibility("default")))
-
-typedef long syscall_fn(long, ...);
-static syscall_fn *real_syscall;
-static uintptr_t self_lo, self_hi; /* where libtdax.so's code is mapped */
-
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	uintptr_t me = (uintptr_t)arg;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-		if (ph->p_type == PT_LOAD && me >= lo && me < hi) {
-			self_lo = lo;
-			self_hi = hi;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-__attribute__((constructor)) static void resolve(void)
-{
-	real_syscall = (syscall_fn *)dlsym(RTLD_NEXT, "syscall");
-	dl_iterate_phdr(find_self, (void *)(uintptr_t)&resolve);
-}
-
-static bool from_tdax(const void *ret)
-{
-	return (uintptr_t)ret >= self_lo && (uintptr_t)ret < self_hi;
-}
 
 EXPORT long syscall(long nr, ...)
 {
@@ -61,10 +27,6 @@ EXPORT long syscall(long nr, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
-	if (!real_syscall)
-		resolve();
-	if (from_tdax(__builtin_return_address(0)))
-		return real_syscall(nr, a, b, c, d, e, f);
 	/* The raw ABI of the positional calls splits the offset in two longs
 	 * (low, high); on 64-bit the low one is all of it. */
 	switch (nr) {
@@ -126,9 +88,9 @@ EXPORT long syscall(long nr, ...)
 		return (long)mmap((void *)a, (size_t)b, (int)c, (int)d, (int)e, (off_t)f);
 	case SYS_io_uring_setup:
 		tdax_go_blind();
-		return real_syscall(nr, a, b, c, d, e, f);
+		return tdax_syscall(nr, a, b, c, d, e, f);
 	}
-	long r = real_syscall(nr, a, b, c, d, e, f);
+	long r = tdax_syscall(nr, a, b, c, d, e, f);
 	/* Anything else that returns a descriptor makes a new one (openat2,
 	 * open_by_handle_at, pidfd_open, ...): its number's entry is stale. */
 	if (r >= 0 && (nr == SYS_openat2 || nr == SYS_open_by_handle_at || nr == SYS_pidfd_open ||

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "log.h"
+#include "sys.h"
 #include "crc32c.h"
 #include "files.h"
 
@@ -54,7 +55,7 @@ static void init_once(void)
 
 static uint64_t my_owner_id(void)
 {
-	return ((uint64_t)tdax_pid() << 32) | (uint32_t)syscall(SYS_gettid);
+	return ((uint64_t)tdax_pid() << 32) | (uint32_t)tdax_syscall(SYS_gettid);
 }
 
 /* Is the writing thread still there? A zombie (killed, not yet reaped by
@@ -62,15 +63,15 @@ static uint64_t my_owner_id(void)
 static bool owner_alive(uint64_t owner)
 {
 	pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(owner & 0xffffffffu);
-	if (syscall(SYS_tgkill, pid, tid, 0) != 0 && errno != EPERM)
+	if (tdax_syscall(SYS_tgkill, pid, tid, 0) != 0 && errno != EPERM)
 		return false;
 	char path[64], buf[256];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
+	tdax_syscall(SYS_close, fd);
 	buf[n > 0 ? n : 0] = '\0';
 	const char *st = strrchr(buf, ')');
 	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "pmtrace.h"
+#include "sys.h"
 #include "device.h"
 #include "testaid.h"
 
@@ -41,7 +42,7 @@ static pmem2_drain_fn real_drain;
 static bool write_all(int fd, const void *p, size_t n)
 {
 	while (n) {
-		long w = syscall(SYS_write, fd, p, n);
+		long w = tdax_syscall(SYS_write, fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -58,7 +59,7 @@ static bool write_all(int fd, const void *p, size_t n)
 /* Tracing stops for good; the program goes on. Called with trace_lock held. */
 static void stop(int err)
 {
-	syscall(SYS_close, trace_fd);
+	tdax_syscall(SYS_close, trace_fd);
 	trace_fd = -1;
 	trace_failed = true;
 	char msg[PATH_MAX + 200];
@@ -67,7 +68,7 @@ static void stop(int err)
 			 "its file system and run again\n", (int)getpid(), trace_path, strerror(err));
 	if (n > (int)sizeof(msg) - 1)
 		n = (int)sizeof(msg) - 1;
-	(void)syscall(SYS_write, 2, msg, (size_t)n);
+	(void)tdax_syscall(SYS_write, 2, msg, (size_t)n);
 }
 
 static void put(char kind, uint64_t off, uint32_t len, const void *data)
@@ -111,13 +112,13 @@ int tdax_pmtrace_attach(struct tdax_device *dev)
 	if (!path || !*path)
 		return 0;
 	snprintf(trace_path, sizeof(trace_path), "%s", path);
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
 	uint64_t size = dev->size;
 	if (!write_all(fd, "TDXPMTR1", 8) || !write_all(fd, &size, 8)) {
 		int e = errno;
-		syscall(SYS_close, fd);
+		tdax_syscall(SYS_close, fd);
 		errno = e;
 		return -1;
 	}

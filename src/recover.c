@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "recover.h"
+#include "sys.h"
 #include "files.h"
 #include "log.h"
 #include "shadow.h"
@@ -202,13 +203,13 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 		setfsuid(uid);
 	}
 	int fd = -1, e = 0;
-	int pfd = open(f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int pfd = tdax_sys_open(f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (pfd < 0) {
 		e = errno;
 	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
 		char proc[64];
 		snprintf(proc, sizeof(proc), "/proc/thread-self/fd/%d", pfd);
-		fd = open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		fd = tdax_sys_open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0);
 		e = fd < 0 ? errno : 0;
 	}
 	if (as_other) {
@@ -216,14 +217,14 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 		setfsgid(0);
 	}
 	if (pfd >= 0)
-		close(pfd);
+		tdax_sys_close(pfd);
 	if (e)
 		return refuse(out, e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_UNMATCHED,
 			      "cannot open as uid %u: %s", (unsigned)uid, strerror(e));
 	if (fd < 0)
 		return -1; /* same_file said why */
 	if (same_file(fd, true, f, uid, must_own, out)) {
-		close(fd);
+		tdax_sys_close(fd);
 		return -1;
 	}
 	return fd;
@@ -232,7 +233,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 static int write_all(int fd, const char *p, size_t n, uint64_t off)
 {
 	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		ssize_t w = tdax_sys_pwrite(fd, p, n, (off_t)off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -281,7 +282,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 			out->outcome = TDAX_IO_FAILED;
 			snprintf(out->reason, sizeof(out->reason), "write at offset %llu failed: %s; "
 				 "records kept", (unsigned long long)r->off, strerror(errno));
-			close(fd);
+			tdax_sys_close(fd);
 			return;
 		}
 		out->bytes += r->len;
@@ -292,14 +293,14 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	}
 	if (!rep->replay)
 		tdax_shadow_before_sync(fd, f->path);
-	if (fdatasync(fd) != 0) {
+	if (tdax_sys_fdatasync(fd) != 0) {
 		out->outcome = TDAX_IO_FAILED;
 		snprintf(out->reason, sizeof(out->reason), "fdatasync failed: %s; records kept",
 			 strerror(errno));
-		close(fd);
+		tdax_sys_close(fd);
 		return;
 	}
-	close(fd);
+	tdax_sys_close(fd);
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
 	out->outcome = TDAX_RECOVERED;
 }

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "runtime.h"
+#include "sys.h"
 #include "log.h"
 #include "lsync.h"
 #include "recover.h"
@@ -118,9 +119,13 @@ void tdax_stats_flush(void)
 /* After exec the fds are inherited but the table is new: rebuild it. */
 static void adopt_inherited_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
+	int dfd = tdax_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			tdax_sys_close(dfd);
 		return;
+	}
 	int self = dirfd(d);
 	struct dirent *de;
 	while ((de = readdir(d))) {

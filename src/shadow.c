@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "shadow.h"
+#include "sys.h"
 #include "testaid.h"
 
 #include <fcntl.h>
@@ -28,24 +29,24 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	snprintf(dst, sizeof(dst), "%s.tdax-durable", path);
 	snprintf(tmp, sizeof(tmp), "%s.tdax-durable.%d", path, (int)getpid());
 	/* thread-self: the write-back thread has a descriptor table of its own. */
-	int in = (int)syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int in = (int)tdax_syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char self[64];
 	snprintf(self, sizeof(self), "%d", fd);
-	int src = (int)syscall(SYS_openat, in, self, O_RDONLY | O_CLOEXEC);
-	int out = (int)syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int src = (int)tdax_syscall(SYS_openat, in, self, O_RDONLY | O_CLOEXEC);
+	int out = (int)tdax_syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	char buf[65536];
 	ssize_t n;
 	off_t off = 0;
 	while (src >= 0 && out >= 0 && (n = pread(src, buf, sizeof(buf), off)) > 0) {
-		if (syscall(SYS_write, out, buf, (size_t)n) != n)
+		if (tdax_syscall(SYS_write, out, buf, (size_t)n) != n)
 			break;
 		off += n;
 	}
 	if (out >= 0)
-		syscall(SYS_close, out);
+		tdax_syscall(SYS_close, out);
 	if (src >= 0)
-		syscall(SYS_close, src);
+		tdax_syscall(SYS_close, src);
 	if (in >= 0)
-		syscall(SYS_close, in);
-	syscall(SYS_rename, tmp, dst);
+		tdax_syscall(SYS_close, in);
+	tdax_syscall(SYS_rename, tmp, dst);
 }

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "sys.h"
 #include "control.h"
 #include "log.h"
 
@@ -23,12 +24,12 @@ static size_t used;
 /* Raw system calls: the hooks must not see the trace's own I/O. */
 static ssize_t raw_write(int fd, const void *p, size_t n)
 {
-	return syscall(SYS_write, fd, p, n);
+	return tdax_syscall(SYS_write, fd, p, n);
 }
 
 int tdax_trace_create(const char *path, const struct tdax_device *dev, struct tdax_err *err)
 {
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		if (errno == EEXIST)
 			return tdax_errf(err, "%s: exists; tdax appends to a trace only it created (remove it "
@@ -47,7 +48,7 @@ int tdax_trace_create(const char *path, const struct tdax_device *dev, struct td
 		.log_capacity = u.capacity, .start_ns = tdax_now_ns(),
 	};
 	ssize_t w = raw_write(fd, &h, sizeof(h));
-	syscall(SYS_close, fd);
+	tdax_syscall(SYS_close, fd);
 	return w == (ssize_t)sizeof(h) ? 0 : tdax_errf(err, "%s: cannot write the trace header", path);
 }
 
@@ -57,7 +58,7 @@ void tdax_trace_start(const struct tdax_device *dev, int (*keep)(int *fdp))
 	if (!path || !*path)
 		return;
 	tdax_trace_create(path, dev, NULL); /* by hand (no tdax run): the first process makes it */
-	trace_fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	trace_fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
 	tdax_tracing = trace_fd >= 0 && keep(&trace_fd) == 0; /* out of the application's way */
 }
 

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "util.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,11 +31,11 @@ int tdax_errf(struct tdax_err *err, const char *fmt, ...)
 void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1])
 {
 	out[0] = '\0';
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	int fd = tdax_sys_open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return;
 	ssize_t n = read(fd, out, TDAX_BOOT_ID_LEN);
-	close(fd);
+	tdax_sys_close(fd);
 	out[n == TDAX_BOOT_ID_LEN ? n : 0] = '\0';
 }
 

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "watch.h"
+#include "sys.h"
 #include "runtime.h"
 
 #include <errno.h>
@@ -36,7 +37,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 		/* The region was truncated: put zero pages where it was, so the
 		 * access in flight completes, and let the flag stop the rest. */
 		int e = errno;
-		mmap(dev->base, dev->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		tdax_sys_mmap(dev->base, dev->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
 		     -1, 0);
 		atomic_store(&tdax_rt.lost, 2);
 		errno = e;

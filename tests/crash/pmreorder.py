@@ -15,8 +15,9 @@ is gone); `tdax recover --power-failure` runs on the image, and every record
 acknowledged before fence k+1 must be in the file.
 
 Positive control (--control): the same with the fences left out of the trace
-(a tdax that never fences, TDAX_TEST_PERSIST_TRACE_NOFENCE=1): some image
-must lose an acknowledged record, or the check cannot see a loss.
+(a tdax that never fences, TDAX_TEST_PERSIST_TRACE_NOFENCE=1), cut at every
+acknowledgement: some image must lose an acknowledged record, or the check
+cannot see a loss.
 
 usage: pmreorder.py [--count N] [--subsets K] [--seed S] [--control]
 exit status: 0 if no image lost an acknowledged record (and the control did)
@@ -108,16 +109,20 @@ def lost_records(data, recs, acked):
     return lost
 
 
-def images(size, base, events, subsets, rng):
+def images(size, base, events, subsets, rng, control=False):
     """Yield (image, acked, synced, what) for every fenced prefix and subsets
-    of the epoch after it."""
+    of the epoch after it. The control (a trace without fences) is cut at
+    every acknowledgement instead: the image without the lines flushed since
+    the last cut must lose the record just acknowledged, so a check that
+    can see a loss always sees one (cut only at fences, a control with few
+    acknowledgements between real syncs could lose nothing by chance)."""
     img = bytearray(base)
     img.extend(b"\0" * (size - len(img)))
     acked = synced = -1
     epochs, cur = [], []
-    for ev in events:  # split the trace at fences
+    for ev in events:  # split the trace at fences (the control: at acknowledgements)
         cur.append(ev)
-        if ev[0] == "B":
+        if ev[0] == "B" or (control and ev[0] == "M" and ev[1] == MARK_ACKED):
             epochs.append(cur)
             cur = []
     epochs.append(cur)
@@ -161,7 +166,7 @@ def run(count, subsets, seed, control):
             recs = layout(count)
             checked = bad = 0
             first = ""
-            for img, acked, synced, what in images(size, base, events, subsets, rng):
+            for img, acked, synced, what in images(size, base, events, subsets, rng, control):
                 Path(dev).write_bytes(img)
                 with open(file, "r+b") as f:  # the same inode: its identity is registered
                     f.truncate(0)

@@ -1,0 +1,35 @@
+/*
+ * sys -- the kernel's calls for tdax's own I/O. Inside libtdax.so the libc
+ * names open, close, pwrite, fdatasync, mmap, ... are tdax's own hooks, so
+ * a call to them from tdax's code would be taken for the application's
+ * (a replay's pwrite would be logged again, a checkpoint's close would
+ * forget a descriptor). Code that is not a hook makes its calls here: the
+ * same in the preload, the CLI and the tests. `make test` checks that no
+ * object of src/ but the hooks references a hooked name (scripts/
+ * check_hooked.sh).
+ */
+#ifndef TDAX_SYS_H
+#define TDAX_SYS_H
+
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+
+/* libc's syscall(2), whatever the process has put in front of it. */
+long tdax_syscall(long nr, ...);
+
+static inline int tdax_sys_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return (int)tdax_syscall(SYS_openat, dirfd, path, flags, mode);
+}
+int tdax_sys_open(const char *path, int flags, mode_t mode);
+int tdax_sys_close(int fd);
+ssize_t tdax_sys_write(int fd, const void *p, size_t n);
+ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off);
+int tdax_sys_fdatasync(int fd);
+int tdax_sys_ftruncate(int fd, off_t len);
+int tdax_sys_fallocate(int fd, int mode, off_t off, off_t len);
+int tdax_sys_unlink(const char *path);
+void *tdax_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+#endif
