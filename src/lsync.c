@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -273,13 +274,13 @@ int tdax_lsync_sync(int fd, const struct tdax_fd *e, bool datasync)
  * Open a file for a checkpoint. Read-only: a sync needs no more, and a
  * descriptor open for writing makes an execve() of the file fail with
  * ETXTBSY (build systems write scripts and run them). Writable only when
- * a failed sync left records to write to the file again (rt->rewrite).
- * O_NONBLOCK: a FIFO's open must not wait.
+ * a failed sync left records to write to the file again (rt->rewrite; rt
+ * NULL: not known yet). O_NONBLOCK: a FIFO's open must not wait.
  */
 static int open_for_checkpoint(int dirfd, const char *path, bool follow, const struct tdax_file_rt *rt)
 {
 	int fl = O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
-	int fd = atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
+	int fd = rt && atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
 	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
 }
 
@@ -333,26 +334,39 @@ int tdax_lsync_checkpoint_path(int dirfd, const char *path, bool follow, uint32_
 			       uint32_t *gen)
 {
 	*plus1 = 0;
-	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	/* A regular file only (opening anything else can have side effects),
+	 * and its whole identity: an O_PATH descriptor has no inode generation,
+	 * and without it a new file on a reused inode number passes for the
+	 * removed one. So: O_PATH to look, then the same inode opened again. */
+	int p = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (p < 0)
+		return 0;
+	struct stat st;
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", p);
+	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
+							  : -1;
 	struct tdax_ident id;
 	uint32_t idx = 0;
 	bool found = fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 &&
 		     tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0;
+	int rc = 0;
+	if (found) {
+		*plus1 = idx + 1;
+		const struct tdax_file_rt *rt = rt_of(idx);
+		if (atomic_load(&rt->rewrite)) { /* the records go to the file again */
+			tdax_real.close(fd);
+			fd = open_for_checkpoint(AT_FDCWD, self, true, rt);
+		}
+		if (fd >= 0 && (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))) {
+			rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
+			tdax_count(TDAX_ST_CHECKPOINTS, 1);
+		}
+	}
+	int e = errno;
 	if (fd >= 0)
 		tdax_real.close(fd);
-	if (!found)
-		return 0;
-	*plus1 = idx + 1;
-	const struct tdax_file_rt *rt = rt_of(idx);
-	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
-		return 0;
-	fd = open_for_checkpoint(dirfd, path, follow, rt);
-	if (fd < 0)
-		return 0; /* gone meanwhile */
-	int rc = tdax_lsync_checkpoint_fd(fd, idx, *gen, true);
-	tdax_count(TDAX_ST_CHECKPOINTS, 1);
-	int e = errno;
-	tdax_real.close(fd);
+	tdax_real.close(p);
 	errno = e;
 	return rc;
 }

@@ -307,3 +307,38 @@ print("ok")
 """
     assert tdax_run(dev, code, path).stdout.strip() == "ok"
     assert path.read_bytes() == b"aXYdef"
+
+
+def test_a_rename_finds_the_file_not_an_old_entry_of_its_inode_number(dev, diskdir):
+    """A file removed by a program without tdax keeps its entry; a new file
+    on the same inode number (ext4 reuses it at once) is another file, told
+    apart by the inode generation. A rename of the new file must follow the
+    new file's entry, or its records are unmatched after a power cut (the VM
+    suite's append logs, after `rm -rf` between boots)."""
+    a, b = diskdir / "a", diskdir / "b"
+    tdax_run(dev, "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); "
+             "os.fsync(fd); os.write(fd, b'old'); os.fsync(fd)", a)
+    ino = a.stat().st_ino
+    a.unlink()  # without tdax: the entry stays
+    code = r"""
+import os, sys, time
+b = sys.argv[1]
+fd = os.open(b, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+print("ino", os.fstat(fd).st_ino, flush=True)
+os.fsync(fd); os.fsync(os.open(os.path.dirname(b), os.O_RDONLY))
+for i in range(20):
+    os.write(fd, b"one %02d\n" % i); os.fdatasync(fd)
+os.rename(b, b + ".old"); os.fsync(os.open(os.path.dirname(b), os.O_RDONLY))
+for i in range(20):
+    os.write(fd, b"two %02d\n" % i); os.fdatasync(fd)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, b, check=None)
+    assert "acked" in p.stdout, p.stderr
+    assert f"ino {ino}\n" in p.stdout, "the inode number was not reused: nothing tested"
+    moved = diskdir / "b.old"
+    want = b"".join(b"one %02d\n" % i for i in range(20)) + b"".join(b"two %02d\n" % i for i in range(20))
+    assert moved.read_bytes() == want
+    rep = power_cut(dev, moved)
+    assert all(f["outcome"] != "unmatched" for f in rep["files"]), rep
+    assert moved.read_bytes() == want, "acknowledged data lost"
