@@ -2,7 +2,9 @@
 over the --json files of parallel runs must fail on any loss and on a control
 that lost nothing. The power cuts themselves run in `make test-crash`."""
 import json
+import random
 import sys
+from pathlib import Path
 
 from conftest import ROOT, run
 
@@ -56,3 +58,20 @@ def test_report_names_the_line_that_is_not_a_result(tmp_path):
     p = report(f)
     assert p.returncode != 0
     assert f"{f}:2" in p.stderr
+
+
+def test_the_persist_order_control_is_cut_at_every_acknowledgement():
+    """Without fences the whole trace is one epoch; cut only there, an image
+    without its lines could hold nothing unsynced when the trace ends with a
+    real sync, and the control would pass by chance (it did, in a long run).
+    Cut at each acknowledgement, some image lacks a record acknowledged
+    after the last real sync."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
+    import pmreorder
+    line = b"r" * pmreorder.LINE
+    events = [("F", 0, line), ("M", pmreorder.MARK_ACKED, 1), ("F", 64, line),
+              ("M", pmreorder.MARK_ACKED, 2), ("M", pmreorder.MARK_SYNCED, 2)]
+    base = bytes(128)
+    cuts = [(acked, synced, bytes(img)) for img, acked, synced, what in
+            pmreorder.images(128, base, events, 0, random.Random(1), control=True) if "none" in what]
+    assert any(acked > synced and img == base for acked, synced, img in cuts), cuts
