@@ -22,6 +22,8 @@
 
 EXPORT long syscall(long nr, ...)
 {
+	/* All six: a caller that passed fewer leaves registers (and a stack
+	 * slot) that are read and ignored, as libc's own syscall(2) does. */
 	va_list ap;
 	va_start(ap, nr);
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);

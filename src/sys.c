@@ -6,14 +6,13 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
 typedef long syscall_fn(long, ...);
 static syscall_fn *_Atomic raw;
 
-long tdax_syscall(long nr, ...)
+long tdax_sys_raw(long nr, long a, long b, long c, long d, long e, long f)
 {
 	syscall_fn *fn = atomic_load_explicit(&raw, memory_order_relaxed);
 	if (!fn) {
@@ -21,11 +20,6 @@ long tdax_syscall(long nr, ...)
 		fn = (syscall_fn *)dlsym(RTLD_NEXT, "syscall");
 		atomic_store_explicit(&raw, fn, memory_order_relaxed);
 	}
-	va_list ap;
-	va_start(ap, nr);
-	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
-	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
-	va_end(ap);
 	return fn(nr, a, b, c, d, e, f);
 }
 

@@ -15,8 +15,13 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
-/* libc's syscall(2), whatever the process has put in front of it. */
-long tdax_syscall(long nr, ...);
+/* libc's syscall(2), whatever the process has put in front of it:
+ * tdax_syscall(nr, args...) with up to six arguments. Not variadic itself,
+ * so that nothing reads arguments the caller did not pass. */
+long tdax_sys_raw(long nr, long a, long b, long c, long d, long e, long f);
+#define TDAX_SYS7_(nr, a, b, c, d, e, f, ...) \
+	tdax_sys_raw((long)(nr), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+#define tdax_syscall(...) TDAX_SYS7_(__VA_ARGS__, 0, 0, 0, 0, 0, 0)
 
 static inline int tdax_sys_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
