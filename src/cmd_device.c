@@ -129,8 +129,10 @@ int cmd_device_create(int argc, char **argv)
 				return usage_error("device create", "bad size '%s' (e.g. 256M)", optarg);
 			break;
 		case 'c':
-			if (tdax_parse_size(optarg, &o.persist_cost_ns))
-				return usage_error("device create", "bad --persist-cost '%s' (nanoseconds)", optarg);
+			if (tdax_parse_size(optarg, &o.persist_cost_ns) ||
+			    o.persist_cost_ns > TDAX_MAX_PERSIST_COST_NS)
+				return usage_error("device create", "bad --persist-cost '%s' (nanoseconds, "
+						   "at most 1000000)", optarg);
 			break;
 		case 'w':
 			if (tdax_parse_size(optarg, &o.bandwidth_mbps))

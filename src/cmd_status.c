@@ -43,7 +43,7 @@ static void print_ranges(const struct tdax_device *dev, uint32_t f, bool json,
 {
 	uint64_t now = tdax_now_ns();
 	const struct tdax_file *file = tdax_file_at(dev, f);
-	uint32_t g = atomic_load(&file->rt.gran);
+	uint32_t g = tdax_file_gran(&file->rt); /* bounded: it comes from the region */
 	bool first = true;
 	for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 		const struct tdax_range *r = tdax_range_at(dev, i);

@@ -117,3 +117,10 @@ def test_destroy_refuses_while_records_are_not_on_flash(device, diskdir):
     run(TDAX, "recover", "--device", device, "--power-failure", check=0)
     run(TDAX, "device", "destroy", "--device", device, check=0)
     assert not os.path.exists(device)
+
+
+def test_create_refuses_a_barrier_cost_open_would_refuse(device):
+    p = run(TDAX, "device", "create", "--device", device, "--persist-cost", "2000000", check=2)
+    assert "at most 1000000" in p.stderr and not os.path.exists(device)
+    run(TDAX, "device", "create", "--device", device, "--persist-cost", "1000000", check=0)
+    run(TDAX, "device", "info", "--device", device, check=0)
