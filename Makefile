@@ -198,7 +198,7 @@ test-py: all
 
 # CPython's file-API suites (Debian's libpython3.11-testsuite) without tdax,
 # then under --policy always and thesis: a test case that passes without
-# tdax must pass under it (tests/cpython/run.py; about 3.5 minutes).
+# tdax must pass under it (tests/cpython/run.py; about 2.5 minutes).
 test-cpython: all
 	$(B)/venv/bin/python tests/cpython/run.py
 

@@ -57,6 +57,7 @@ import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,6 +227,7 @@ def main():
     ap.add_argument("--suites", default=",".join(SUITES))
     ap.add_argument("--policies", default="always,thesis")
     ap.add_argument("--logs", default=str(ROOT / "build" / "cpython"))
+    ap.add_argument("--jobs", type=int, default=2, help="runs of one suite at once (default 2)")
     ap.add_argument("--quiet", action="store_true", help="tdax run --quiet (no fallback warnings)")
     ap.add_argument("--keep", action="store_true", help="keep the working directories")
     ap.add_argument("--no-retry", action="store_true",
@@ -254,7 +256,11 @@ def main():
             print(f"{suite}: not installed (Debian's libpython3.11-testsuite does not ship it); "
                   "skipped", flush=True)
             continue
-        base = run_one(suite, None, logs, a)
+        # The baseline and the runs under tdax of one suite at once (--jobs);
+        # what regressed is run again alone below.
+        with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            runs = [pool.submit(run_one, suite, p, logs, a) for p in [None] + policies]
+        base, under = runs[0].result(), {p: f.result() for p, f in zip(policies, runs[1:])}
         summary.append(base)
         bc = counts(base["cases"])
         print(f"{suite} baseline: {bc['pass']} passed, {bc['skip']} skipped, "
@@ -264,7 +270,7 @@ def main():
             if o in ("fail", "error"):
                 print(f"    fails without tdax (not held against it): {name} ({o})")
         for policy in policies:
-            r = run_one(suite, policy, logs, a)
+            r = under[policy]
             summary.append(r)
             rc_ = counts(r["cases"])
             bad = []
