@@ -19,6 +19,7 @@
 
 #include "lsync.h"
 #include "runtime.h"
+#include "shadow.h"
 #include "trace.h"
 #include "writeback.h"
 
@@ -643,8 +644,11 @@ static int do_rename(int olddir, const char *oldpath, int newdir, const char *ne
 			moved_to(new_plus1, new_gen, olddir, oldpath);
 		char now[TDAX_FILE_PATH_MAX + 1];
 		bool dir;
-		if ((old_dir || new_dir) && abs_path(newdir, newpath, now, &dir))
-			tdax_files_move_below(tdax_rt.dev, old_abs, now, new_dir);
+		if ((old_dir || new_dir || tdax_shadow_on()) && abs_path(newdir, newpath, now, &dir)) {
+			if (old_dir || new_dir)
+				tdax_files_move_below(tdax_rt.dev, old_abs, now, new_dir);
+			tdax_shadow_renamed(old_abs, now, exchange);
+		}
 	}
 	errno = err;
 	return r;
@@ -684,8 +688,12 @@ static int do_unlink(int dirfd, const char *path, int flags)
 	uint32_t gen, plus1;
 	tdax_lsync_checkpoint_path(dirfd, path, false, &plus1, &gen);
 	int fd = plus1 ? tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	char name[TDAX_FILE_PATH_MAX + 1];
+	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
 	int r = tdax_real.unlinkat(dirfd, path, flags);
 	int err = errno;
+	if (r == 0 && named)
+		tdax_shadow_unlinked(name);
 	struct stat st;
 	if (r == 0 && fd >= 0 && fstat(fd, &st) == 0) {
 		if (st.st_nlink == 0)

@@ -17,17 +17,30 @@
 
 static int enabled = -1;
 
-void tdax_shadow_before_sync(int fd, const char *path)
+bool tdax_shadow_on(void)
 {
 	if (enabled < 0) {
 		const char *s = TDAX_TEST_ENV("DURABLE_SHADOW");
 		enabled = s && strcmp(s, "1") == 0;
 	}
-	if (!enabled)
+	return enabled;
+}
+
+/* The copy's name for the file at path. */
+static bool copy_name(char out[PATH_MAX], const char *path)
+{
+	return snprintf(out, PATH_MAX, "%s.tdax-durable", path) < PATH_MAX;
+}
+
+void tdax_shadow_before_sync(int fd, const char *path)
+{
+	if (!tdax_shadow_on())
 		return;
 	char tmp[PATH_MAX], dst[PATH_MAX];
-	snprintf(dst, sizeof(dst), "%s.tdax-durable", path);
-	snprintf(tmp, sizeof(tmp), "%s.tdax-durable.%d", path, (int)getpid());
+	if (!copy_name(dst, path))
+		return;
+	if (snprintf(tmp, sizeof(tmp), "%s.%d", dst, (int)getpid()) >= (int)sizeof(tmp))
+		return;
 	/* thread-self: the write-back thread has a descriptor table of its own. */
 	int in = (int)tdax_syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char self[64];
@@ -49,4 +62,28 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	if (in >= 0)
 		tdax_syscall(SYS_close, in);
 	tdax_syscall(SYS_rename, tmp, dst);
+}
+
+void tdax_shadow_unlinked(const char *path)
+{
+	char copy[PATH_MAX];
+	if (tdax_shadow_on() && copy_name(copy, path))
+		tdax_syscall(SYS_unlinkat, AT_FDCWD, copy, 0);
+}
+
+void tdax_shadow_renamed(const char *from, const char *to, bool exchange)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	if (!tdax_shadow_on() || !copy_name(a, from) || !copy_name(b, to))
+		return;
+	if (exchange && tdax_syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0)
+		return;
+	/* One side had no copy (or no exchange asked): the copy that exists
+	 * moves, and the name it lands on loses whatever copy it had. */
+	if (tdax_syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 0) == 0)
+		return;
+	if (exchange)
+		tdax_syscall(SYS_renameat2, AT_FDCWD, b, AT_FDCWD, a, 0);
+	else
+		tdax_syscall(SYS_unlinkat, AT_FDCWD, b, 0);
 }

@@ -397,6 +397,33 @@ print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     assert rep["files"][0]["path"] == str(b) and b.read_bytes() == before
 
 
+def test_the_durable_view_belongs_to_the_file_not_its_name(dev, diskdir):
+    """The power-cut model of the test build (src/shadow.h): a file deleted
+    and created again under its name (SQLite's rollback journal, every
+    transaction) must not fall back to the bytes of the one before it, and a
+    renamed file takes its durable view along."""
+    j, a, b = diskdir / "journal", diskdir / "a", diskdir / "b"
+    code = r"""
+import os, sys, time
+j, a, b = sys.argv[1:4]
+fd = os.open(j, os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b"old journal"); os.fsync(fd); os.close(fd)
+os.unlink(j)
+fd = os.open(j, os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b"new")
+fd = os.open(a, os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b"moved"); os.fsync(fd)
+os.rename(a, b); os.fsync(os.open(os.path.dirname(b), os.O_RDONLY))
+print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, j, a, b, check=None)
+    assert "done" in p.stdout, p.stderr
+    assert not (diskdir / "journal.tdax-durable").exists()
+    assert (diskdir / "b.tdax-durable").read_bytes() == b"moved"
+    assert not (diskdir / "a.tdax-durable").exists()
+    power_cut(dev, j)
+    assert b"old" not in j.read_bytes()
+    power_cut(dev, b)
+    assert b.read_bytes() == b"moved"
+
+
 def test_unlink_frees_the_file_entry(dev, diskdir):
     code = r"""
 import os, sys
