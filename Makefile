@@ -9,25 +9,31 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
 LDLIBS  := -lpmem2 -lisal -pthread
 
 B       := build
-CORE    := sys crc32c util device files log recover stats track control ranges trace
-PRELOAD := runtime fdtable lsync policy writeback watch interpose interpose_fd interpose_syscall
-TESTAID := shadow pmtrace
+# The layers (docs/design.md): core, policy, preload and cli, one folder
+# each; every dependency points from preload or cli down to policy or core
+# (scripts/check_layers.py). The test aids are core files the product leaves out.
+TESTAID := core/shadow core/pmtrace
+CORE    := $(filter-out $(TESTAID),$(patsubst src/%.c,%,$(wildcard src/core/*.c)))
+POLICY  := $(patsubst src/%.c,%,$(wildcard src/policy/*.c))
+PRELOAD := $(patsubst src/%.c,%,$(wildcard src/preload/*.c))
+CLI     := $(patsubst src/%.c,%,$(wildcard src/cli/*.c))
+CORE_O  := $(CORE:%=$(B)/obj/%.o) $(POLICY:%=$(B)/obj/%.o)
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
-CORE_O  := $(CORE:%=$(B)/obj/%.o)
+CLI_O   := $(CLI:%=$(B)/obj/%.o)
 # The test build: every object again with -DTDAX_TEST_BUILD, plus the aids.
 T       := $(B)/test
 TESTFLAGS := -DTDAX_TEST_BUILD
-TCORE_O := $(CORE:%=$(T)/obj/%.o) $(TESTAID:%=$(T)/obj/%.o)
-TPRELOAD_O := $(PRELOAD:%=$(T)/obj/%.o)
-SAN_O   := $(CORE:%=$(B)/san/%.o) $(TESTAID:%=$(B)/san/%.o)
-TSAN_O  := $(CORE:%=$(B)/tsan/%.o) $(TESTAID:%=$(B)/tsan/%.o)
+TCORE_O := $(CORE_O:$(B)/obj/%=$(T)/obj/%) $(TESTAID:%=$(T)/obj/%.o)
+TPRELOAD_O := $(PRELOAD_O:$(B)/obj/%=$(T)/obj/%)
+SAN_O   := $(TCORE_O:$(T)/obj/%=$(B)/san/%)
+TSAN_O  := $(TCORE_O:$(T)/obj/%=$(B)/tsan/%)
 TSANFLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard tests/c/test_*.c)))
-HDRS    := $(wildcard src/*.h) tests/c/harness.h
+HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test check-hooked test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
@@ -51,20 +57,18 @@ $(B)/tsan/%.o: src/%.c $(HDRS)
 $(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
 	$(CC) $(WARN) $(TSANFLAGS) $(TESTFLAGS) -pthread -Isrc $< tests/c/harness.c $(TSAN_O) -o $@ $(LDLIBS)
 
-CLI_O   := $(B)/obj/cli.o $(B)/obj/cmd_device.o $(B)/obj/cmd_status.o
-
 $(B)/bin/tdax: $(CLI_O) $(CORE_O)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
 
 # The policy alone, for the simulator (tdax sim runs the runtime's own code).
-$(B)/lib/libtdaxtrack.so: $(B)/obj/track.o
+$(B)/lib/libtdaxtrack.so: $(POLICY:%=$(B)/obj/%.o)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@
 
-# libtdax.so exports its hooks (the EXPORT functions of src/interpose*.c) and
-# nothing else: tdax's own functions are bound inside it, without the PLT.
-$(B)/libtdax.map: $(wildcard src/interpose*.c)
+# libtdax.so exports its hooks (the EXPORT functions of src/preload/interpose*.c)
+# and nothing else: tdax's own functions are bound inside it, without the PLT.
+$(B)/libtdax.map: $(wildcard src/preload/interpose*.c)
 	@mkdir -p $(@D)
 	{ echo '{ global:'; grep -h '^EXPORT' $^ | sed -E 's/.*[ *]([A-Za-z_0-9]+)\(.*/  \1;/'; \
 	  echo 'local: *; };'; } > $@
@@ -142,7 +146,7 @@ test: deps
 # libFuzzer on the region parser and recovery (tests/fuzz/README.md).
 FUZZ_SECONDS ?= 600
 FUZZCC := clang-14
-FUZZ_SRC := $(CORE:%=src/%.c)
+FUZZ_SRC := $(CORE:%=src/%.c) $(POLICY:%=src/%.c)
 $(B)/fuzz/fuzz_recover: tests/fuzz/fuzz_recover.c $(FUZZ_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZCC) -std=c11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
@@ -182,12 +186,13 @@ test-vm: all
 	@$(B)/venv/bin/python tests/vm/vmtest.py --cuts $(CUTS); rc=$$?; \
 		[ $$rc = 77 ] && echo "test-vm: SKIPPED (no QEMU; 'make deps' installs it)" && exit 0; exit $$rc
 
-# No object of libtdax.so but the hooks calls a name libtdax.so hooks (src/sys.h).
-check-hooked: all
-	@scripts/check_hooked.sh $(B)/lib/libtdax.so $(filter-out $(B)/obj/interpose%,$(CORE_O) $(PRELOAD_O))
-	@scripts/check_hooked.sh $(T)/lib/libtdax.so $(filter-out $(T)/obj/interpose%,$(TCORE_O) $(TPRELOAD_O))
+# The layers point down, no two files call each other in a circle, and no
+# object of libtdax.so but the hooks calls a name libtdax.so hooks.
+check-layers: all
+	@$(B)/venv/bin/python scripts/check_layers.py --lib $(B)/lib/libtdax.so $(B)/obj
+	@$(B)/venv/bin/python scripts/check_layers.py --lib $(T)/lib/libtdax.so $(T)/obj
 
-test-c: all check-hooked
+test-c: all check-layers
 	@set -e; for t in $(CTESTS); do echo "== $$t"; $(B)/tests/$$t; done
 	@set -e; for t in $(CTESTS); do echo "== $$t (asan+ubsan)"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(B)/san/$$t; done

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "log.h"
+#include "core/files.h"
+#include "core/log.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

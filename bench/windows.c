@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "track.h"
+#include "policy/track.h"
 
 #define MS 1000000ull
 #define US 1000ull

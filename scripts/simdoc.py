@@ -127,7 +127,7 @@ def main():
     lines = ["# The policy simulator", "",
              "`tdax run --trace FILE` records every write and sync of managed files; `tdax sim FILE` "
              "replays it through a policy with a simulated device (`tdax sim --help`). The `thesis` "
-             "policy is the runtime's own code (src/track.c, loaded through ctypes), fed as the runtime "
+             "policy is the runtime's own code (src/policy/track.c, loaded through ctypes), fed as the runtime "
              "feeds it, so a simulation of a trace under the settings it was recorded with reproduces the "
              "run's own counters (`tests/py/test_sim.py` checks it within 5 %; on the traces below every "
              "sync is classified as the runtime did).", "",

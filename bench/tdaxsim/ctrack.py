@@ -1,4 +1,4 @@
-"""ctrack -- the runtime's policy code (src/track.c, built as
+"""ctrack -- the runtime's policy code (src/policy/track.c, built as
 build/lib/libtdaxtrack.so) through ctypes: the simulator decides exactly as
 the runtime does."""
 import ctypes

@@ -60,7 +60,7 @@ class Never(Always):
 
 
 class Thesis(Always):
-    """src/track.c through ctypes, fed as src/policy.c feeds it."""
+    """src/policy/track.c through ctypes, fed as src/preload/tracking.c feeds it."""
     name = "thesis"
 
     def __init__(self, sim, job_latency_ns=100_000):

@@ -1,4 +1,4 @@
-"""trace -- read the binary trace `tdax run --trace` writes (src/trace.h)."""
+"""trace -- read the binary trace `tdax run --trace` writes (src/core/trace.h)."""
 import struct
 from dataclasses import dataclass
 
@@ -7,7 +7,7 @@ RECORD = struct.Struct("<QIIQIHH")
 WRITE, SYNC, OPEN, META, NAME = 1, 2, 3, 4, 5
 KINDS = {WRITE: "write", SYNC: "sync", OPEN: "open", META: "meta", NAME: "name"}
 CREATE, REAL = 1, 4
-# fallback reasons (src/stats.h) that make a file kernel-only for good
+# fallback reasons (src/core/stats.h) that make a file kernel-only for good
 KERNEL_ONLY = {5, 6}  # mmap, stdio
 
 

@@ -3,7 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "files.h"
+#include "core/files.h"
 
 #include <fcntl.h>
 #include <string.h>

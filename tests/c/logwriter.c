@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "log.h"
+#include "core/files.h"
+#include "core/log.h"
 
 static void pattern(char *buf, size_t n, unsigned i)
 {

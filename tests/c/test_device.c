@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "device.h"
+#include "core/crc32c.h"
+#include "core/device.h"
 
 static int try_open(const char *path, int flags, struct tdax_err *e)
 {

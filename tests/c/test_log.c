@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "log.h"
+#include "core/files.h"
+#include "core/log.h"
 
 /* Register a scratch file on the disk; returns its entry index. */
 static void fill(char *buf, uint32_t n, uint64_t tag)

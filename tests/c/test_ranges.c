@@ -4,10 +4,10 @@
  * job lock of an entry surviving the death of its holder.
  */
 #define _GNU_SOURCE
-#include "files.h"
+#include "core/files.h"
 #include "harness.h"
-#include "ranges.h"
-#include "util.h"
+#include "core/ranges.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/mman.h>

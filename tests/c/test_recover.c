@@ -13,10 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "files.h"
-#include "log.h"
-#include "recover.h"
+#include "core/crc32c.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/recover.h"
 
 struct tfile {
 	char path[512];

@@ -4,9 +4,9 @@
 
 #include <string.h>
 
-#include "control.h"
-#include "files.h"
-#include "track.h"
+#include "core/control.h"
+#include "core/files.h"
+#include "policy/track.h"
 
 #define MS 1000000ull
 #define US 1000ull

@@ -22,7 +22,7 @@ must lose acknowledged data every round.
 
 The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
-test build (build/test/bin/tdax, src/testaid.h), which those steps use.
+test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
 usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]

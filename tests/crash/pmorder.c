@@ -12,7 +12,7 @@
  * reused). Record i has length 1 + (i * 37) % 700 and byte k of it is
  * (i * 7 + k) % 251; pmreorder.py computes the same. Exit status 1 if the
  * trace could not be written in full. Linked with the test build's objects
- * (the trace is a test aid, src/testaid.h).
+ * (the trace is a test aid, src/core/testaid.h).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "log.h"
-#include "pmtrace.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/pmtrace.h"
 
 enum { MARK_ACKED = 1, MARK_SYNCED = 2 };
 

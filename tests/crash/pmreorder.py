@@ -4,7 +4,7 @@ A small pmreorder of our own, for ADR machines, where a store reaches the
 media only if a cache flush wrote it back, and is sure to have done so only
 after the next fence. tdax-pmorder (tests/crash/pmorder.c) writes records
 the way the runtime does, with the device's primitives traced
-(TDAX_TEST_PERSIST_TRACE, src/pmtrace.h; a test aid, so tdax-pmorder is
+(TDAX_TEST_PERSIST_TRACE, src/core/pmtrace.h; a test aid, so tdax-pmorder is
 linked with the test build): every flush with the bytes it persists, every
 fence, every acknowledgement; it fails if the trace could not be written in
 full. The recoveries run the product (build/bin/tdax). For every fence k this builds

@@ -1,7 +1,7 @@
 """Shared fixtures: paths of the built binaries, scratch devices and files.
 
 The suites run the test build (build/test: the product plus the test aids
-of src/testaid.h, such as the durable shadow the power cuts need); TDAX_PRODUCT
+of src/core/testaid.h, such as the durable shadow the power cuts need); TDAX_PRODUCT
 is the product build, for the tests that check what ships (test_product.py)."""
 import json
 import os
@@ -59,7 +59,7 @@ def diskdir():
 
 PY = sys.executable
 # Under test: quiet, no background checkpoints unless asked, and a durable
-# view of every file kept beside it at each real sync (see src/shadow.h).
+# view of every file kept beside it at each real sync (see src/core/shadow.h).
 TDAX_ENV = {"TDAX_QUIET": "1", "TDAX_WB_AGE_MS": "3600000", "TDAX_TEST_DURABLE_SHADOW": "1"}
 
 

@@ -1,7 +1,7 @@
 """What ships: the product build (build/bin/tdax, build/lib/libtdax.so) has
 no test aid -- no TDAX_TEST_ name in it, and setting one changes nothing --
 and its write-back tunables are clamped to sane ranges. Also: the aids of
-the test build (src/testaid.h) are there, and the persist-order trace
+the test build (src/core/testaid.h) are there, and the persist-order trace
 neither hangs nor kills the application it traces."""
 import os
 import subprocess

@@ -398,7 +398,7 @@ print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
 
 
 def test_the_durable_view_belongs_to_the_file_not_its_name(dev, diskdir):
-    """The power-cut model of the test build (src/shadow.h): a file deleted
+    """The power-cut model of the test build (src/core/shadow.h): a file deleted
     and created again under its name (SQLite's rollback journal, every
     transaction) must not fall back to the bytes of the one before it, and a
     renamed file takes its durable view along."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """close_range(2) leaves a stale entry in tdax's fd table (no close_range
-hook in src/interpose.c); a file on tmpfs opened at the same number is not
-managed (src/runtime.c:tdax_fd_manage returns early for tmpfs without
+hook in src/preload/interpose.c); a file on tmpfs opened at the same number is not
+managed (src/preload/runtime.c:tdax_fd_manage returns early for tmpfs without
 clearing the entry), so pwrite() to it is logged as a write to the closed
 disk file. After a power cut, recovery replays those bytes into the disk
 file, which the program never wrote after closing it.

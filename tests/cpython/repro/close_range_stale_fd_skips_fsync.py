@@ -9,12 +9,12 @@ of the closed file and never reaches the kernel.
 
 Expected: fsync(dirfd) is a real fsync syscall on the directory.
 Actual:   no fsync syscall; `tdax status` counts one more lightweight sync.
-Root cause: src/interpose.c has no close_range/closefrom hook, so
-tdax_fd_forget (src/runtime.c) is not called; do_open (src/interpose.c)
+Root cause: src/preload/interpose.c has no close_range/closefrom hook, so
+tdax_fd_forget (src/preload/runtime.c) is not called; do_open (src/preload/interpose.c)
 returns O_RDONLY opens without clearing the fd's entry, and tdax_fd_manage
-(src/runtime.c) returns early (read-only, not regular, tmpfs) without
+(src/preload/runtime.c) returns early (read-only, not regular, tmpfs) without
 clearing it either; pipe/socket/accept/eventfd/... never clear it. Then
-fsync (src/interpose.c) -> tdax_lsync_sync (src/lsync.c) trusts the entry:
+fsync (src/preload/interpose.c) -> tdax_coherent_sync (src/preload/coherent.c) trusts the entry:
 size_explained() compares the directory's st_size (4096) with the old
 file's size_seen (4096) and answers from the log.
 fclose() of an fdopen()ed stream (glibc closes with its internal

@@ -8,7 +8,7 @@ os.fstat(0) to fail with EBADF.
 
 Expected: fstat(0) -> EBADF (as without tdax).
 Actual:   fd 0 is /dev/shm/tdax-cpy-repro-XXXX (tdax_device_open's open(),
-          src/device.c, called from tdax_start in src/runtime.c, keeps
+          src/core/device.c, called from tdax_start in src/preload/runtime.c, keeps
           dev->fd open for the life of the process, at the lowest free fd).
 """
 import os

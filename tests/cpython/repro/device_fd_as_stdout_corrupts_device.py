@@ -5,11 +5,11 @@ there overwrites the device header: the region is destroyed ("not a tdax
 device (bad magic)") and every record in it lost.
   1. stdout closed: the program's own write(1, ...) lands at offset 0 of
      the device region.
-  2. stderr closed: tdax's own one-line warning (src/runtime.c:warn writes
+  2. stderr closed: tdax's own one-line warning (src/preload/runtime.c:warn writes
      to fd 2; here the mmap fallback) does it -- and the process then dies
      of SIGSEGV, its mapped header being garbage.
-Root cause: src/device.c:tdax_device_open keeps dev->fd open, at the lowest
-free number, for the life of the process (called by src/runtime.c:
+Root cause: src/core/device.c:tdax_device_open keeps dev->fd open, at the lowest
+free number, for the life of the process (called by src/preload/runtime.c:
 tdax_start); warn() writes to fd 2 without checking what it is.
 
 Expected: write(1, ...) fails with EBADF, the warning goes nowhere, the

@@ -6,8 +6,8 @@ test_subprocess POSIXProcessTestCase.test_pass_fds_redirected (the child's
 fd_status.py lists 0,1,2,3,4,5,7 where 0,1,2,4,5,7 were expected).
 
 Expected: the child's open fds are exactly 0, 1, 2 and pass_fds.
-Actual:   fd 3 too, the device region (src/device.c:tdax_device_open keeps
-          dev->fd; src/runtime.c:tdax_start), visible to the application:
+Actual:   fd 3 too, the device region (src/core/device.c:tdax_device_open keeps
+          dev->fd; src/preload/runtime.c:tdax_start), visible to the application:
           os.listdir('/proc/self/fd'), fstat, closerange all see it.
 """
 from _common import Scratch, verdict

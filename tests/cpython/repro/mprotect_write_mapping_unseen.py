@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A shared mapping made read-only and then made writable with mprotect()
-is not seen: src/interpose.c:mmap unmanages the file only when the mapping
+is not seen: src/preload/interpose.c:mmap unmanages the file only when the mapping
 is created with PROT_WRITE; mprotect is not interposed. Stores through the
 mapping dirty the page cache, the file's size does not change, so the next
-fsync() is answered as a lightweight sync (src/lsync.c:tdax_lsync_sync ->
+fsync() is answered as a lightweight sync (src/preload/coherent.c:tdax_coherent_sync ->
 size_explained) and no fsync/fdatasync/msync reaches the kernel: the
 mapped stores are not durable although fsync returned 0.
 

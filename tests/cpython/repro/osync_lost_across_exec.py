@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """O_SYNC/O_DSYNC are stripped from the kernel's descriptor of a managed
-file (src/interpose.c:do_open opens with flags & ~O_SYNC; tdax honours them
+file (src/preload/interpose.c:do_open opens with flags & ~O_SYNC; tdax honours them
 itself in finish_write, and F_GETFL is patched in do_fcntl from tdax's fd
 table). The fd table is per process: a child that inherits the descriptor
 across exec rebuilds its table from the kernel's flags
-(src/runtime.c:adopt_inherited_fds -> real F_GETFL), which no longer have
+(src/preload/runtime.c:adopt_inherited_fds -> real F_GETFL), which no longer have
 O_SYNC. The child's writes are then neither synchronous in the kernel nor
 synced by tdax -- under --policy thesis or never, where writes that are not
 upgraded are not logged, they are lost at a power cut although the file was

@@ -4,7 +4,7 @@ data at the file position instead of appending.
 
 Expected: b'0123456789XY'.
 Actual:   b'XY23456789' (every policy, also never).
-Root cause: src/interpose.c:pwritev2, offset -1 -> positional(), which does
+Root cause: src/preload/interpose.c:pwritev2, offset -1 -> positional(), which does
 a plain write()/writev() and drops the RWF_* flags (RWF_APPEND here;
 RWF_HIPRI and, for the kernel, RWF_DSYNC/RWF_SYNC too, though tdax syncs
 those itself in finish_write).

@@ -4,13 +4,13 @@
 without tdax updating that path; writes after it are fsync'ed (lightweight:
 the records are the only durable copy) and after a power cut recovery
 cannot apply them ("unmatched"), so data an fsync acknowledged is lost:
-  1. rename() of a directory holding the file: src/interpose.c:do_rename
-     looks only the two paths themselves up (tdax_lsync_checkpoint_path),
+  1. rename() of a directory holding the file: src/preload/interpose.c:do_rename
+     looks only the two paths themselves up (tdax_coherent_checkpoint_path),
      a directory is not in the table, the files under it keep the old path.
   2. renameat2(RENAME_EXCHANGE): do_rename updates the path of the file
      that moved from oldpath (tdax_files_rename) but not of the one that
      moved from newpath to oldpath, and does not mark it uncovered.
-  3. link(P, Q) then unlink(P): do_unlink (src/interpose.c) forgets the
+  3. link(P, Q) then unlink(P): do_unlink (src/preload/interpose.c) forgets the
      entry only when st_nlink reaches 0; the file lives on at Q, the entry
      still says P.
 

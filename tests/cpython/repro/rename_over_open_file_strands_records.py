@@ -2,14 +2,14 @@
 """A file replaced by rename() while a process still has it open and writes
 to it: the writes are logged under the replaced file's entry, whose path
 now names the new file. No checkpoint can reach the old inode once the
-descriptor is closed (src/lsync.c:tdax_lsync_checkpoint_file ->
+descriptor is closed (src/preload/coherent.c:tdax_coherent_checkpoint_file ->
 open_registered finds another inode at the path, and no fd of the process
 is left), so the records stay in the log for good after every process has
 exited cleanly: `tdax device info` shows live records "not yet on flash",
 `tdax recover` exits 3 ("unmatched ... the path now names another file"),
 `tdax device destroy` refuses, and the log space and file-table slot are
 never reclaimed (files.c:reclaim_gone skips entries with records).
-Root cause: src/interpose.c:do_rename checkpoints the replaced target but
+Root cause: src/preload/interpose.c:do_rename checkpoints the replaced target but
 does not forget its entry (do_unlink does, when st_nlink reaches 0), so
 later writes through an open descriptor are logged for a file that has no
 name.

@@ -2,11 +2,11 @@
 """write() is async-signal-safe, and programs do log from signal handlers.
 Under tdax a handler's write() to a managed file, arriving while the
 interrupted code is itself inside tdax's write(), deadlocks the process:
-  - src/interpose.c:positional holds the file's pid lock (util.c
+  - src/preload/interpose.c:positional holds the file's pid lock (util.c
     tdax_pidlock_acquire, keyed by pid: the same process's second
     acquisition waits for itself, for ever) around the real write;
   - the first write of a process starts the write-back thread holding
-    start_lock (src/writeback.c:tdax_writeback_ensure, a plain mutex); a
+    start_lock (src/preload/writeback.c:tdax_writeback_ensure, a plain mutex); a
     handler's write to ANY managed file arriving then blocks on that mutex
     (the second variant: the handler writes another file).
 docs/durability.md lists "write from a signal handler that interrupted a

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""tdax run --trace: the trace file's descriptor (src/trace.c trace_fd, a
+"""tdax run --trace: the trace file's descriptor (src/core/trace.c trace_fd, a
 low number opened at start-up) is the application's to close. A program
 that closes every inherited descriptor (os.closerange, close_range, a
 daemon's close loop) and opens files gets that number for one of its own
-files, and tdax's trace flush (src/trace.c:tdax_trace_flush, at exit and
+files, and tdax's trace flush (src/core/trace.c:tdax_trace_flush, at exit and
 from the write-back) appends binary trace records to the application's
 file; the trace itself is left empty. The device region's dev->fd
-(src/device.c) is in the same position, but is not written through.
+(src/core/device.c) is in the same position, but is not written through.
 
 Expected: every userN.dat is 10 bytes; the trace has the events.
 Actual:   one userN.dat has ~1 KB of trace records appended; 0 events.

@@ -2,7 +2,7 @@
 """subprocess (CPython >= 3.10) starts children with vfork(): the child
 shares the parent's memory until it execs, and _posixsubprocess's
 child_exec calls dup2()/close() through libc's exported symbols -- tdax's
-hooks (src/interpose.c dup2/dup3/close -> src/runtime.c tdax_fd_copy /
+hooks (src/preload/interpose.c dup2/dup3/close -> src/preload/runtime.c tdax_fd_copy /
 tdax_fd_forget). They edit the PARENT's fd table: after
 subprocess.run(..., stdout=x) the parent's fd 1 is recorded as file x.
 The parent's own writes to its stdout are then logged as writes to x (at

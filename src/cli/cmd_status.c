@@ -1,0 +1,310 @@
+/*
+ * cmd_status -- what tdax is doing on a device: status (per file and range),
+ * top (status, refreshed), and the policy's tunables (get, set).
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/control.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/ranges.h"
+#include "core/stats.h"
+
+/* Per file: how many ranges it has in the table, and how many are logged. */
+struct file_ranges {
+	uint32_t total, logged;
+};
+
+static struct file_ranges *count_ranges(const struct tdax_device *dev)
+{
+	struct file_ranges *fr = calloc(dev->sb->max_files, sizeof(*fr));
+	for (uint32_t i = 0; fr && i < dev->sb->max_ranges; i++) {
+		const struct tdax_range *r = tdax_range_at(dev, i);
+		uint32_t f = tdax_range_file(r);
+		if (!atomic_load(&r->key) || f >= dev->sb->max_files ||
+		    tdax_file_at(dev, f)->gen != atomic_load(&r->fgen))
+			continue;
+		fr[f].total++;
+		fr[f].logged += tdax_range_logged(atomic_load(&r->t.state));
+	}
+	return fr;
+}
+
+static void print_ranges(const struct tdax_device *dev, uint32_t f, bool json,
+			 const struct tdax_tunables *t)
+{
+	uint64_t now = tdax_now_ns();
+	const struct tdax_file *file = tdax_file_at(dev, f);
+	uint32_t g = tdax_file_gran(&file->rt); /* bounded: it comes from the region */
+	bool first = true;
+	for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
+		const struct tdax_range *r = tdax_range_at(dev, i);
+		if (!atomic_load(&r->key) || tdax_range_file(r) != f || atomic_load(&r->fgen) != file->gen)
+			continue;
+		uint64_t wb = tdax_window_sum(&r->t.wb, t->wb_window_ns, now);
+		uint64_t wr = tdax_window_sum(&r->t.wr, t->wr_window_ns, now);
+		int m = tdax_track_metric(&r->t, t, now);
+		uint64_t start = (uint64_t)tdax_range_number(r) << (g ? g - 1 : 0) << TDAX_PAGE_SHIFT;
+		const char *st = tdax_range_state_name(atomic_load(&r->t.state));
+		if (json)
+			printf("%s{\"range\": %u, \"offset\": %llu, \"state\": \"%s\", \"writebacks\": %llu, "
+			       "\"writes\": %llu, \"metric\": %d, \"transitions\": %u}", first ? "" : ", ",
+			       tdax_range_number(r), (unsigned long long)start, st,
+			       (unsigned long long)wb, (unsigned long long)wr, m,
+			       atomic_load(&r->t.transitions));
+		else {
+			char mtxt[16] = "-"; /* no metric below F writes */
+			if (m >= 0)
+				snprintf(mtxt, sizeof(mtxt), "%d", m);
+			printf("      range %-6u at %-12llu %-12s M=%-4s wb=%-6llu wr=%-6llu transitions=%u\n",
+			       tdax_range_number(r), (unsigned long long)start, st, mtxt,
+			       (unsigned long long)wb, (unsigned long long)wr,
+			       atomic_load(&r->t.transitions));
+		}
+		first = false;
+	}
+}
+
+static void status_text(const struct tdax_device *dev, bool verbose)
+{
+	const _Atomic uint64_t *c = tdax_stats(dev);
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	uint64_t light = atomic_load(&c[TDAX_ST_LIGHT_SYNCS]), real = atomic_load(&c[TDAX_ST_REAL_SYNCS]);
+	printf("device ");
+	text_str(stdout, dev->path, sizeof(dev->path));
+	printf(" (%s): log %.1f of %.1f MiB used (%.1f%%)\n",
+	       tdax_backend_name(dev->backend), (double)u.used / 1048576.0,
+	       (double)u.capacity / 1048576.0, u.capacity ? 100.0 * (double)u.used / (double)u.capacity : 0.0);
+	printf("syncs: %llu lightweight, %llu real (%.1f%% lightweight)\n", (unsigned long long)light,
+	       (unsigned long long)real, light + real ? 100.0 * (double)light / (double)(light + real) : 0.0);
+	printf("writes: %llu logged (%.1f MiB), %llu to the kernel only; %llu checkpoints, %llu sync "
+	       "errors\n", (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_WRITES]),
+	       (double)atomic_load(&c[TDAX_ST_LOGGED_BYTES]) / 1048576.0,
+	       (unsigned long long)atomic_load(&c[TDAX_ST_UNLOGGED_WRITES]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_CHECKPOINTS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_SYNC_ERRORS]));
+	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
+	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,
+	       t.write_threshold, t.gran_order, (unsigned long long)(t.wb_window_ns / 1000000u),
+	       (unsigned long long)(t.wr_window_ns / 1000000u));
+	printf("fallbacks:");
+	int any = 0;
+	for (int i = 1; i < TDAX_FB_COUNT; i++) {
+		uint64_t v = atomic_load(&c[TDAX_ST_FALLBACK0 + i]);
+		if (v)
+			printf("%s %s %llu", any++ ? "," : "", tdax_fallback_name((enum tdax_fallback)i),
+			       (unsigned long long)v);
+	}
+	printf("%s\nfiles (upgraded/tracked ranges):\n", any ? "" : " none");
+	struct file_ranges *fr = count_ranges(dev);
+	for (uint32_t f = 0; fr && f < dev->sb->max_files; f++) {
+		const struct tdax_file *file = tdax_file_at(dev, f);
+		if (!tdax_file_valid(file))
+			continue;
+		printf("  %4u/%-4u ", fr[f].logged, fr[f].total);
+		text_str(stdout, file->path, sizeof(file->path));
+		printf("\n");
+		if (verbose)
+			print_ranges(dev, f, false, &t);
+	}
+	free(fr);
+}
+
+static void status_json(const struct tdax_device *dev, bool verbose)
+{
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	printf("{\"device\": ");
+	json_str(stdout, dev->path);
+	printf(", \"log_capacity\": %llu, \"log_used\": %llu, \"counters\": ",
+	       (unsigned long long)u.capacity, (unsigned long long)u.used);
+	json_counters(dev);
+	printf(", \"tunables\": {");
+	for (int i = 0; i < 6; i++)
+		printf("%s\"%s\": %llu", i ? ", " : "", tdax_tunable_names[i].name,
+		       (unsigned long long)tdax_tunable_value(&t, i));
+	printf("}, \"files\": [");
+	struct file_ranges *fr = count_ranges(dev);
+	bool first = true;
+	for (uint32_t f = 0; fr && f < dev->sb->max_files; f++) {
+		const struct tdax_file *file = tdax_file_at(dev, f);
+		if (!tdax_file_valid(file))
+			continue;
+		printf("%s{\"path\": ", first ? "" : ", ");
+		json_str(stdout, file->path);
+		printf(", \"ranges\": %u, \"upgraded\": %u", fr[f].total, fr[f].logged);
+		if (verbose) {
+			printf(", \"range_detail\": [");
+			print_ranges(dev, f, true, &t);
+			printf("]");
+		}
+		printf("}");
+		first = false;
+	}
+	free(fr);
+	printf("]}\n");
+}
+
+static const char status_help[] =
+	"usage: tdax status [--device PATH] [--json] [-v|--verbose]\n"
+	"\n"
+	"Device use; per file its path and upgraded/tracked ranges (with -v each range's\n"
+	"writebacks, writes, metric M and state); lightweight vs real syncs, fallbacks by\n"
+	"reason, bytes logged, checkpoints, upgrades and downgrades.\n";
+
+int cmd_status(int argc, char **argv)
+{
+	struct dev_args a = { 0 };
+	struct tdax_device *dev;
+	int rc = open_dev_args("status", status_help, argc, argv, "djv", &a, &dev);
+	if (rc >= 0)
+		return rc;
+	if (a.json)
+		status_json(dev, a.verbose);
+	else
+		status_text(dev, a.verbose);
+	tdax_device_close(dev);
+	return EXIT_OK;
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static const char top_help[] =
+	"usage: tdax top [--device PATH] [--interval MS] [--count N] [-v]\n"
+	"\n"
+	"tdax status, refreshed every interval (default 1000 ms) until Ctrl-C or N refreshes.\n";
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, 0, 'd' }, { "interval", required_argument, 0, 'i' },
+		{ "count", required_argument, 0, 'n' }, { "verbose", no_argument, 0, 'v' },
+		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *path = default_device();
+	uint64_t interval = 1000, count = 0;
+	bool verbose = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': path = optarg; break;
+		case 'i':
+			if (tdax_parse_size(optarg, &interval) || interval == 0)
+				return usage_error("top", "bad --interval '%s' (milliseconds)", optarg);
+			break;
+		case 'n':
+			if (tdax_parse_size(optarg, &count))
+				return usage_error("top", "bad --count '%s'", optarg);
+			break;
+		case 'v': verbose = true; break;
+		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
+		case 'h': fputs(top_help, stdout); return EXIT_OK;
+		default: return usage_error("top", "%s", "bad option");
+		}
+	}
+	struct tdax_err e;
+	struct tdax_device *dev;
+	if (tdax_device_open(path, admin_flags(path), &dev, &e))
+		return fail(&e);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	bool tty = isatty(STDOUT_FILENO);
+	for (uint64_t n = 0; !stop && (count == 0 || n < count); n++) {
+		if (tty)
+			printf("\033[H\033[2J");
+		time_t now = time(NULL);
+		printf("tdax top -- %s", ctime(&now));
+		status_text(dev, verbose);
+		fflush(stdout);
+		if (count == 0 || n + 1 < count)
+			nanosleep(&(struct timespec){ (time_t)(interval / 1000), (long)(interval % 1000) * 1000000 }, NULL);
+	}
+	tdax_device_close(dev);
+	return EXIT_OK;
+}
+
+static const char get_help[] =
+	"usage: tdax get [--device PATH] [KEY]\n"
+	"\n"
+	"Show the policy's tunables (all, or KEY), as every process on the device sees them.\n";
+
+int cmd_get(int argc, char **argv)
+{
+	struct dev_args a = { 0 };
+	int rc = parse_dev_args("get", get_help, argc, argv, "d+", &a);
+	if (rc >= 0)
+		return rc;
+	const char *key = optind < argc ? argv[optind] : NULL;
+	int want = -1;
+	for (int i = 0; key && i < 6; i++)
+		if (strcmp(tdax_tunable_names[i].name, key) == 0)
+			want = i;
+	if (key && want < 0)
+		return usage_error("get", "unknown tunable '%s'", key);
+	struct tdax_err e;
+	struct tdax_device *dev;
+	if (tdax_device_open(a.path, admin_flags(a.path), &dev, &e))
+		return fail(&e);
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	for (int i = 0; i < 6; i++) {
+		if (want >= 0 && i != want)
+			continue;
+		if (key)
+			printf("%llu\n", (unsigned long long)tdax_tunable_value(&t, i));
+		else
+			printf("%-20s %8llu %-6s %s\n", tdax_tunable_names[i].name,
+			       (unsigned long long)tdax_tunable_value(&t, i), tdax_tunable_names[i].unit,
+			       tdax_tunable_names[i].help);
+	}
+	tdax_device_close(dev);
+	return EXIT_OK;
+}
+
+static const char set_help[] =
+	"usage: tdax set [--device PATH] KEY=VALUE...\n"
+	"\n"
+	"Change tunables of the policy, at once for every process using the device. Values\n"
+	"are checked: upgrade/downgrade_threshold in 0..100 with downgrade <= upgrade,\n"
+	"granularity_order in 0..20, windows > 0 ms. Keys: see 'tdax get'.\n";
+
+int cmd_set(int argc, char **argv)
+{
+	struct dev_args a = { 0 };
+	int rc = parse_dev_args("set", set_help, argc, argv, "d+", &a);
+	if (rc >= 0)
+		return rc;
+	if (optind >= argc)
+		return usage_error("set", "%s", "nothing to set (KEY=VALUE)");
+	for (int i = optind; i < argc; i++)
+		if (!strchr(argv[i], '='))
+			return usage_error("set", "'%s' is not KEY=VALUE", argv[i]);
+	struct tdax_err e;
+	struct tdax_device *dev;
+	if (tdax_device_open(a.path, admin_flags(a.path), &dev, &e))
+		return fail(&e);
+	rc = tdax_control_set(dev, argv + optind, argc - optind, &e) ? fail(&e) : EXIT_OK;
+	tdax_device_close(dev);
+	return rc;
+}

@@ -1,0 +1,112 @@
+/*
+ * control -- tunables in the device: defaults, snapshot, set by name.
+ */
+#include "core/control.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(TDAX_TUNABLES_OFF + sizeof(struct tdax_control) <= TDAX_HEADER_SIZE,
+	       "tunables fit the header");
+
+const struct tdax_tunable_info tdax_tunable_names[6] = {
+	{ "upgrade_threshold", "%", "U: upgrade a range when M > U (0..100)" },
+	{ "downgrade_threshold", "%", "D: downgrade a range when M < D (0..U)" },
+	{ "write_threshold", "writes", "F: decide only once a range has F writes in its window" },
+	{ "granularity_order", "", "G: ranges of 2^G pages, for files tracked from now on (0..20)" },
+	{ "writeback_window_ms", "ms", "how long a writeback counts (the writeback decay)" },
+	{ "write_window_ms", "ms", "how long a write counts (the write decay)" },
+};
+
+void tdax_control_get(const struct tdax_device *dev, struct tdax_tunables *t)
+{
+	const struct tdax_control *c = tdax_control(dev);
+	t->upgrade_pct = atomic_load_explicit(&c->upgrade_pct, memory_order_relaxed);
+	t->downgrade_pct = atomic_load_explicit(&c->downgrade_pct, memory_order_relaxed);
+	t->write_threshold = atomic_load_explicit(&c->write_threshold, memory_order_relaxed);
+	t->gran_order = atomic_load_explicit(&c->gran_order, memory_order_relaxed);
+	t->wb_window_ns = atomic_load_explicit(&c->wb_window_ns, memory_order_relaxed);
+	t->wr_window_ns = atomic_load_explicit(&c->wr_window_ns, memory_order_relaxed);
+	if (tdax_tunables_check(t))
+		*t = (struct tdax_tunables)TDAX_DEFAULT_TUNABLES;
+}
+
+static void put(struct tdax_device *dev, const struct tdax_tunables *t)
+{
+	struct tdax_control *c = tdax_control(dev);
+	atomic_store(&c->upgrade_pct, t->upgrade_pct);
+	atomic_store(&c->downgrade_pct, t->downgrade_pct);
+	atomic_store(&c->write_threshold, t->write_threshold);
+	atomic_store(&c->gran_order, t->gran_order);
+	atomic_store(&c->wb_window_ns, t->wb_window_ns);
+	atomic_store(&c->wr_window_ns, t->wr_window_ns);
+	tdax_persist(dev, c, sizeof(*c));
+}
+
+void tdax_control_format(struct tdax_device *dev)
+{
+	struct tdax_tunables t = TDAX_DEFAULT_TUNABLES;
+	put(dev, &t);
+}
+
+uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i)
+{
+	switch (i) {
+	case 0: return t->upgrade_pct;
+	case 1: return t->downgrade_pct;
+	case 2: return t->write_threshold;
+	case 3: return t->gran_order;
+	case 4: return t->wb_window_ns / 1000000u;
+	default: return t->wr_window_ns / 1000000u;
+	}
+}
+
+/* Parse one NAME=VALUE into t; 0, or -1 with err. */
+static int parse_one(struct tdax_tunables *t, const char *kv, struct tdax_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
+	int i = 0;
+	while (i < 6 && (strlen(tdax_tunable_names[i].name) != len ||
+			 strncmp(tdax_tunable_names[i].name, kv, len) != 0))
+		i++;
+	if (!eq || i == 6)
+		return tdax_errf(err, "unknown tunable '%.*s' (see 'tdax get'); nothing was changed",
+				 (int)len, kv);
+	const char *value = eq + 1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(value, &end, 10);
+	if (errno || end == value || *end || value[0] == '-' || v > UINT32_MAX)
+		return tdax_errf(err, "%s: '%s' is not a whole number; nothing was changed",
+				 tdax_tunable_names[i].name, value);
+	switch (i) {
+	case 0: t->upgrade_pct = (uint32_t)v; break;
+	case 1: t->downgrade_pct = (uint32_t)v; break;
+	case 2: t->write_threshold = (uint32_t)v; break;
+	case 3: t->gran_order = (uint32_t)v; break;
+	case 4: t->wb_window_ns = v * 1000000u; break;
+	default: t->wr_window_ns = v * 1000000u; break;
+	}
+	return 0;
+}
+
+int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err)
+{
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	for (int i = 0; i < n; i++)
+		if (parse_one(&t, kv[i], err))
+			return -1;
+	const char *bad = tdax_tunables_check(&t);
+	if (bad) {
+		char all[256] = "";
+		for (int i = 0, len = 0; i < n && len < (int)sizeof(all); i++)
+			len += snprintf(all + len, sizeof(all) - (size_t)len, "%s%s", i ? " " : "", kv[i]);
+		return tdax_errf(err, "%s refused: %s; nothing was changed", all, bad);
+	}
+	put(dev, &t);
+	return 0;
+}

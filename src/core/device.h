@@ -1,0 +1,168 @@
+/*
+ * device -- the device region: the hybrid SSD's persistent memory as this
+ * host maps it (SPEC §1). Owns the backends (emulated, fsdax, devdax), the
+ * on-device header and layout, and the persistence primitives (libpmem2,
+ * plus the emulated backend's extra cost per barrier and bandwidth cap).
+ *
+ * Layout (offsets from the start of the region):
+ *   0             struct tdax_super: immutable geometry, checksummed
+ *   256           struct tdax_state: boot id of last use, clean flag
+ *   512           the device-wide sequence counter (own cache line)
+ *   576           the registration lock word (own cache line)
+ *   1024          device-wide counters (stats.h)
+ *   2048          tunables of the policy (control.h)
+ *   files_off     file identity table (files.h), max_files entries
+ *   ranges_off    tracked file ranges (ranges.h), max_ranges entries
+ *   segs_off      write log segments (log.h), nsegs * seg_size bytes
+ */
+#ifndef TDAX_DEVICE_H
+#define TDAX_DEVICE_H
+
+#include <libpmem2.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/util.h"
+
+#define TDAX_MAGIC "TDAXREGN"
+#define TDAX_LAYOUT_VERSION 1
+#define TDAX_CACHELINE 64
+/* The default region is per user: /dev/shm/tdax-UID (tdax_default_device()),
+ * so that no user's default is a path another user can create first. */
+#define TDAX_DEFAULT_DEVICE_HELP "/dev/shm/tdax-UID"
+#define TDAX_DEFAULT_CAPACITY (256ull << 20)
+#define TDAX_MIN_CAPACITY (8ull << 20)
+#define TDAX_DEFAULT_SEG_SIZE (1u << 20)
+#define TDAX_DEFAULT_MAX_FILES 1024u
+#define TDAX_FILE_ENTRY_SIZE 1024u /* struct tdax_file, files.h */
+#define TDAX_SEG_HEADER_SIZE 256u  /* struct tdax_seg, log.h */
+#define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
+#define TDAX_DEFAULT_MAX_RANGES 8192u
+#define TDAX_TUNABLES_OFF 2048
+#define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
+
+enum tdax_backend {
+	TDAX_BACKEND_EMULATED = 1, /* tmpfs or hugetlbfs file: simulated persistence */
+	TDAX_BACKEND_FSDAX = 2,    /* file on a -o dax file system */
+	TDAX_BACKEND_DEVDAX = 3,   /* /dev/daxX.Y character device */
+};
+
+struct tdax_super {
+	char magic[8];
+	uint32_t version;
+	uint32_t backend;
+	uint8_t uuid[16];
+	uint64_t capacity;        /* bytes of the region in use */
+	uint64_t created_unix;
+	uint64_t persist_cost_ns; /* emulated: extra cost of each persist barrier */
+	uint64_t bandwidth_mbps;  /* emulated: copy bandwidth cap, 0 = none */
+	uint64_t files_off;
+	uint32_t max_files;
+	uint32_t file_entry_size;
+	uint64_t ranges_off;
+	uint32_t max_ranges;
+	uint32_t range_entry_size;
+	uint64_t segs_off;
+	uint32_t nsegs;
+	uint32_t seg_size;
+	uint32_t reserved;
+	uint32_t crc;             /* crc32c of everything above */
+};
+
+enum { TDAX_STATE_CLEAN = 1, TDAX_STATE_UNCLEAN = 2 };
+
+struct tdax_state {
+	char boot_id[40];         /* boot id of last use, NUL-terminated */
+	uint32_t clean;           /* TDAX_STATE_* */
+	uint32_t crc;
+};
+
+#define TDAX_STATE_OFF 256
+#define TDAX_SEQ_OFF 512
+#define TDAX_REGLOCK_OFF 576
+#define TDAX_HEADER_SIZE 4096
+
+struct tdax_device {
+	char path[PATH_MAX];
+	int fd;                   /* while opening only: closed once mapped */
+	/* What path named when it was mapped (the descriptor's fstat). */
+	uint64_t file_dev, file_ino;
+	uid_t file_uid;
+	gid_t file_gid;
+	mode_t file_mode;
+	enum tdax_backend backend;
+	struct pmem2_source *src;
+	struct pmem2_map *map;
+	char *base;
+	uint64_t size;
+	struct tdax_super *sb;    /* &geom: never read from the writable region again */
+	struct tdax_state *st;
+	_Atomic uint64_t *seq;
+	_Atomic uint32_t *reglock;
+	pmem2_flush_fn flush;
+	pmem2_drain_fn drain;
+	pmem2_memcpy_fn memcpy;
+	uint64_t persist_cost_ns;
+	uint64_t bandwidth_mbps;
+	uint64_t open_id;         /* unique per opening in this process */
+	struct tdax_super geom;   /* the super-block as validated at open */
+};
+
+struct tdax_create_opts {
+	const char *path;
+	enum tdax_backend backend;
+	uint64_t capacity;        /* 0: default (emulated/fsdax) or whole device (devdax) */
+	uint64_t persist_cost_ns;
+	uint64_t bandwidth_mbps;
+	uint32_t seg_size;        /* 0: default */
+	bool force;               /* reformat an existing tdax device or file */
+	bool set_owner;
+	uid_t owner;
+	gid_t group;
+	mode_t mode;              /* 0: 0600 */
+};
+
+enum {
+	TDAX_OPEN_ALLOW_SHARED = 1, /* accept a region other users can write or own */
+	TDAX_OPEN_NO_PREFAULT = 2,  /* pre-fault nothing now (segments are pre-faulted when claimed) */
+	TDAX_OPEN_ANY_OWNER = 4,    /* root inspecting, recovering or removing a user's region */
+};
+
+const char *tdax_backend_name(enum tdax_backend b);
+/* How stores to the mapped region become persistent, in words for people. */
+const char *tdax_device_persistence(const struct tdax_device *dev);
+int tdax_backend_parse(const char *s, enum tdax_backend *out);
+/* /dev/shm/tdax-UID for this process's effective uid. */
+const char *tdax_default_device(void);
+
+/* Create and format a device region. Never overwrites without opts->force. */
+int tdax_device_create(const struct tdax_create_opts *opts, struct tdax_err *err);
+
+/* Open and validate; on success *out is mapped and ready. */
+int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err);
+void tdax_device_close(struct tdax_device *dev);
+
+/* Remove an emulated/fsdax region file, or wipe a devdax header. */
+int tdax_device_destroy(const char *path, struct tdax_err *err);
+
+/* Map every page of [p, p+n) now, so that no access to it faults later
+ * (the hot path never takes a page fault on the region). */
+void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n);
+
+/* Persistence: flush a range (no ordering yet) / drain (fence + emulated cost). */
+static inline void tdax_flush(const struct tdax_device *dev, const void *p, size_t n)
+{
+	dev->flush(p, n);
+}
+void tdax_drain(const struct tdax_device *dev, size_t bytes_copied);
+void tdax_persist(const struct tdax_device *dev, const void *p, size_t n);
+
+/* True if the page cache may have been lost since the region was last used. */
+bool tdax_device_boot_changed(const struct tdax_device *dev);
+/* Record this boot as the last use and the clean/unclean state. */
+void tdax_device_set_state(struct tdax_device *dev, uint32_t clean);
+
+#endif

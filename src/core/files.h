@@ -1,0 +1,120 @@
+/*
+ * files -- the file identity table in the device region. Each entry names
+ * one file by (device, inode, inode generation), keeps the path and the
+ * uid/gid of the process that registered it, and the sequence number up to
+ * which the file's log records are released (really synced). Recovery
+ * trusts an entry only when its checksum holds and opens the file only when
+ * its identity still matches.
+ */
+#ifndef TDAX_FILES_H
+#define TDAX_FILES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "policy/track.h"
+
+#define TDAX_FILE_PATH_MAX 768
+
+enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
+enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */
+
+/*
+ * Per-file state of the runtime, shared by every process using the file
+ * (PostgreSQL has many processes writing one WAL file). Lives in the device
+ * so that all of them see one copy; none of it is needed for recovery.
+ */
+struct tdax_file_rt {
+	_Atomic uint64_t uncovered;    /* changes since the last real sync the log does not hold */
+	_Atomic uint64_t size_seen;    /* file size as tdax writers left it (sync guard) */
+	_Atomic uint64_t logged_bytes; /* bytes logged since the last checkpoint */
+	_Atomic uint64_t first_log_ns; /* CLOCK_MONOTONIC of the oldest unreleased record, 0 = none */
+	_Atomic int32_t wb_error;      /* errno of a failed background sync, for the next sync */
+	_Atomic uint32_t lock;         /* pid lock: writes that depend on the file position */
+	_Atomic uint32_t unmanaged;    /* a write path tdax cannot see: TDAX_FB_* reason, 0 = none */
+	_Atomic uint32_t rewrite;      /* a sync failed: re-apply the records before trusting one */
+	_Atomic uint32_t inflight;     /* tdax writes between the real write and size_seen */
+	_Atomic uint32_t gran;         /* G + 1 of this file's ranges, 0 = not tracked yet */
+	_Atomic uint64_t last_sync_ns; /* CLOCK_MONOTONIC of the file's last sync (tracking) */
+	_Atomic uint32_t dirty_ranges[6]; /* range table slots + 1 written since the last sync */
+	_Atomic uint32_t dirty_overflow;  /* more than fit above: the sync scans the table */
+};
+
+struct tdax_file {
+	_Atomic uint32_t state;        /* TDAX_FILE_* */
+	uint32_t gen;                  /* bumped each time the entry is reused */
+	uint64_t dev;
+	uint64_t ino;
+	uint64_t igen;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t flags;                /* TDAX_FILE_HAS_IGEN */
+	uint32_t crc;                  /* identity: gen .. flags and path */
+	_Atomic uint64_t released_seq; /* records with seq <= this are dead */
+	uint64_t reserved;
+	union {
+		struct tdax_file_rt rt;
+		char rt_space[192];
+	};
+	char path[TDAX_FILE_PATH_MAX];
+};
+
+_Static_assert(sizeof(struct tdax_file) == TDAX_FILE_ENTRY_SIZE, "file entry size");
+
+/* rt->gran as stored (G + 1, 0 = not tracked yet), cut to a G no tdax
+ * exceeds: the value comes from the region and is used as a shift. */
+static inline uint32_t tdax_file_gran(const struct tdax_file_rt *rt)
+{
+	uint32_t g = atomic_load_explicit(&rt->gran, memory_order_relaxed);
+	return g > TDAX_MAX_GRAN_ORDER + 1 ? TDAX_MAX_GRAN_ORDER + 1 : g;
+}
+
+static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint32_t idx)
+{
+	return (struct tdax_file *)(dev->base + dev->sb->files_off +
+				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
+}
+
+/* The identity of an open file: file system id (f_fsid, else the device
+ * number), inode and (where known) inode generation. */
+struct tdax_ident {
+	uint64_t dev, ino, igen;
+	uint32_t flags;
+};
+int tdax_ident_of_fd(int fd, struct tdax_ident *id);
+bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b);
+
+/*
+ * Find the entry for the file open as fd, or register it (path as given,
+ * the caller's uid/gid). Returns 0 with *idx and *gen set (*created tells whether the entry is new), or -1 with err set (table
+ * full, path too long, not a regular file).
+ */
+int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
+			uint32_t *gen, bool *created, struct tdax_err *err);
+
+/* An entry recovery may trust: active, checksum good. */
+bool tdax_file_valid(const struct tdax_file *f);
+
+/* Look up a registered file by identity: 0 with *idx and *gen set if found. */
+int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
+		    uint32_t *gen);
+
+/* The file was renamed: record its new absolute path (its records must have
+ * been released before, so none refers to the old one). */
+int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path);
+
+/* The directory `from` was renamed to `to` (absolute paths): every entry
+ * below it takes its new path; with exchange, entries below `to` move to
+ * `from` as well (RENAME_EXCHANGE). Returns how many entries moved. Their
+ * records should have been released before (see tdax_files_rename). */
+int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange);
+
+/* The file is gone (last link removed, records released): free the entry. */
+void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);
+
+/* Mark records of (idx, gen) up to seq as released, persistently. */
+void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * log -- append, release, reclaim and scan of the write log.
+ *
+ * Persistence order of an append: the segment's slot for the file (so a
+ * reclaimer never thinks the segment dead while the record is live), then
+ * the data and the header, each flushed; then one drain. A crash before the
+ * drain may leave any of them half-written; the checksums catch that, and
+ * such a record was never acknowledged.
+ */
+#define _GNU_SOURCE
+#include "core/log.h"
+#include "core/sys.h"
+#include "core/crc32c.h"
+#include "core/files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * The segment this thread appends to, and on which opening of a device
+ * (open_id: the pointer alone could be a later, different device). A thread
+ * that exits leaves its segment owned by a dead tid; tdax_log_seal_dead()
+ * seals it.
+ */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+	uint64_t open_id;
+	int32_t seg;
+	uint32_t nslots;          /* the segment's, as this owner keeps it: the */
+	uint64_t tail;            /* region's copies are written, never read back */
+	uint64_t owner;
+} mine = { 0, -1, 0, 0, 0 };
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* A child of fork() owns nothing its parent's thread owned. */
+static void forget(void)
+{
+	mine.open_id = 0;
+	mine.seg = -1;
+	mine.nslots = 0;
+	mine.tail = 0;
+	mine.owner = 0;
+}
+
+static void init_once(void)
+{
+	pthread_atfork(NULL, NULL, forget);
+}
+
+static uint64_t my_owner_id(void)
+{
+	return ((uint64_t)tdax_pid() << 32) | (uint32_t)tdax_syscall(SYS_gettid);
+}
+
+/* Is the writing thread still there? A zombie (killed, not yet reaped by
+ * its parent) writes no more: it counts as dead. */
+static bool owner_alive(uint64_t owner)
+{
+	pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(owner & 0xffffffffu);
+	if (tdax_syscall(SYS_tgkill, pid, tid, 0) != 0 && errno != EPERM)
+		return false;
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	tdax_syscall(SYS_close, fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *st = strrchr(buf, ')');
+	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
+}
+
+uint32_t tdax_log_max_len(const struct tdax_device *dev)
+{
+	return dev->sb->seg_size - TDAX_SEG_HEADER_SIZE - (uint32_t)sizeof(struct tdax_rec);
+}
+
+bool tdax_rec_live(const struct tdax_device *dev, const struct tdax_rec *r)
+{
+	if (r->file >= dev->sb->max_files)
+		return false;
+	const struct tdax_file *f = tdax_file_at(dev, r->file);
+	return tdax_file_valid(f) && f->gen == r->fgen && r->seq > atomic_load(&f->released_seq);
+}
+
+static bool slot_dead(const struct tdax_device *dev, const struct tdax_seg_slot *s)
+{
+	if (s->file >= dev->sb->max_files)
+		return true;
+	const struct tdax_file *f = tdax_file_at(dev, s->file);
+	return f->gen != s->fgen || atomic_load(&f->released_seq) >= s->max_seq;
+}
+
+static bool seg_dead(const struct tdax_device *dev, const struct tdax_seg *s)
+{
+	uint32_t n = s->nslots < TDAX_SEG_SLOTS ? s->nslots : TDAX_SEG_SLOTS;
+	for (uint32_t i = 0; i < n; i++)
+		if (!slot_dead(dev, &s->slot[i]))
+			return false;
+	return true;
+}
+
+/* A length read from a segment header, cut to the segment's record area. */
+static uint64_t in_room(const struct tdax_device *dev, uint64_t v)
+{
+	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	return v < room ? v : room;
+}
+
+/* Forget every record of a segment: new epoch first, then empty it. The
+ * bytes its records used (tail) are added to written, for the wipe. */
+static void seg_reset(struct tdax_device *dev, struct tdax_seg *s, uint64_t tail)
+{
+	s->epoch++;
+	tdax_persist(dev, &s->epoch, sizeof(s->epoch));
+	uint64_t w = in_room(dev, s->written);
+	s->written = tail > w ? tail : w;
+	s->nslots = 0;
+	atomic_store(&s->tail, 0);
+	tdax_persist(dev, s, sizeof(*s));
+}
+
+/* Zero the bytes of released records, so that logged data does not stay
+ * readable in the region. After the epoch changed: a wipe cut short leaves
+ * records of an old epoch, which are never read again. */
+static void seg_wipe(struct tdax_device *dev, struct tdax_seg *s)
+{
+	uint64_t w = in_room(dev, s->written);
+	char *p = (char *)s + TDAX_SEG_HEADER_SIZE;
+	if (!w)
+		return;
+	memset(p, 0, w);
+	tdax_flush(dev, p, w);
+	tdax_drain(dev, 0);
+	s->written = 0;
+	tdax_persist(dev, &s->written, sizeof(s->written));
+}
+
+static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expected_owner)
+{
+	if (atomic_compare_exchange_strong(&s->owner, &expected_owner, TDAX_SEG_SEALED))
+		tdax_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
+}
+
+void tdax_log_seal_mine(struct tdax_device *dev)
+{
+	if (mine.open_id != dev->open_id)
+		return;
+	if (mine.seg >= 0)
+		seg_seal(dev, tdax_seg_at(dev, (uint32_t)mine.seg), mine.owner);
+	forget();
+}
+
+/* Try to turn a sealed, dead segment into a free one. The reclaimer owns
+ * the segment meanwhile, so one that dies here is sealed again later. */
+static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
+{
+	uint64_t sealed = TDAX_SEG_SEALED;
+	if (!atomic_compare_exchange_strong(&s->owner, &sealed, my_owner_id()))
+		return false;
+	bool dead = seg_dead(dev, s);
+	if (dead) {
+		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
+		seg_wipe(dev, s);
+	}
+	atomic_store(&s->owner, dead ? TDAX_SEG_FREE : TDAX_SEG_SEALED);
+	tdax_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
+	return dead;
+}
+
+void tdax_log_reclaim(struct tdax_device *dev)
+{
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++)
+		if (atomic_load(&tdax_seg_at(dev, i)->owner) == TDAX_SEG_SEALED)
+			try_reclaim(dev, tdax_seg_at(dev, i));
+}
+
+unsigned tdax_log_seal_dead(struct tdax_device *dev)
+{
+	unsigned n = 0;
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		struct tdax_seg *s = tdax_seg_at(dev, i);
+		uint64_t o = atomic_load(&s->owner);
+		if (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && !owner_alive(o)) {
+			seg_seal(dev, s, o);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Claim a free segment for this thread, reclaiming sealed ones if needed. */
+static struct tdax_seg *claim(struct tdax_device *dev)
+{
+	uint32_t n = dev->sb->nsegs;
+	uint32_t start = (uint32_t)(mine.owner % n);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t i = (start + k) % n;
+			struct tdax_seg *s = tdax_seg_at(dev, i);
+			uint64_t o = atomic_load(&s->owner);
+			if (o == TDAX_SEG_SEALED && pass == 1)
+				try_reclaim(dev, s);
+			o = TDAX_SEG_FREE;
+			if (atomic_compare_exchange_strong(&s->owner, &o, mine.owner)) {
+				/* A free segment holds no records; one that says
+				 * otherwise is damaged or forged: empty it. */
+				if (atomic_load(&s->tail) || s->nslots)
+					seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
+				mine.seg = (int32_t)i;
+				mine.nslots = 0;
+				mine.tail = 0;
+				tdax_device_prefault(dev, s, dev->sb->seg_size);
+				return s;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* The slot for (file, fgen) in s, added if there is room; NULL if full. */
+static struct tdax_seg_slot *slot_for(struct tdax_seg *s, uint32_t file, uint32_t fgen)
+{
+	for (uint32_t i = 0; i < mine.nslots; i++)
+		if (s->slot[i].file == file && s->slot[i].fgen == fgen)
+			return &s->slot[i];
+	if (mine.nslots == TDAX_SEG_SLOTS)
+		return NULL;
+	struct tdax_seg_slot *sl = &s->slot[mine.nslots++];
+	sl->file = file;
+	sl->fgen = fgen;
+	sl->max_seq = 0;
+	s->nslots = mine.nslots;
+	return sl;
+}
+
+/* This thread's segment with room for need bytes and a slot for the file. */
+static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, uint32_t file,
+				       uint32_t fgen, struct tdax_seg_slot **slot)
+{
+	uint32_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	if (mine.open_id != dev->open_id) {
+		pthread_once(&once, init_once);
+		mine.open_id = dev->open_id;
+		mine.seg = -1;
+		mine.owner = my_owner_id();
+	}
+	struct tdax_seg *s = mine.seg >= 0 ? tdax_seg_at(dev, (uint32_t)mine.seg) : NULL;
+	if (s && mine.tail > 0 && seg_dead(dev, s)) {
+		seg_reset(dev, s, mine.tail); /* everything here is synced: start over, stay warm */
+		mine.tail = 0;
+		mine.nslots = 0;
+	}
+	if (s && mine.tail + need <= room && (*slot = slot_for(s, file, fgen)))
+		return s;
+	if (s) {
+		seg_seal(dev, s, mine.owner);
+		mine.seg = -1;
+	}
+	s = claim(dev);
+	if (!s)
+		return NULL;
+	*slot = slot_for(s, file, fgen);
+	return s;
+}
+
+int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
+		    const void *data, uint32_t len, uint64_t *seq)
+{
+	if (len > tdax_log_max_len(dev))
+		return -EFBIG;
+	uint32_t need = tdax_rec_size(len);
+	struct tdax_seg_slot *slot = NULL;
+	struct tdax_seg *s = seg_for_append(dev, need, file, fgen, &slot);
+	if (!s)
+		return -ENOSPC;
+
+	uint64_t tail = mine.tail;
+	struct tdax_rec h = {
+		.magic = TDAX_REC_MAGIC, .kind = TDAX_REC_WRITE,
+		.seq = atomic_fetch_add(dev->seq, 1) + 1,
+		.file = file, .fgen = fgen, .off = off, .len = len,
+		.epoch = s->epoch, .seg = (uint32_t)mine.seg,
+	};
+	h.hcrc = tdax_crc32c(0, &h, sizeof(h));
+	h.crc = tdax_crc32c(h.hcrc, data, len);
+
+	slot->max_seq = h.seq;
+	tdax_flush(dev, slot, sizeof(*slot));
+	char *at = (char *)s + TDAX_SEG_HEADER_SIZE + tail;
+	dev->memcpy(at + sizeof(h), data, len, PMEM2_F_MEM_NODRAIN);
+	dev->memcpy(at, &h, sizeof(h), PMEM2_F_MEM_NODRAIN);
+	mine.tail = tail + need;
+	atomic_store(&s->tail, mine.tail);
+	tdax_drain(dev, len);
+	*seq = h.seq;
+	return 0;
+}
+
+void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq)
+{
+	tdax_file_release(dev, file, fgen, seq);
+	tdax_log_reclaim(dev);
+}
+
+uint32_t tdax_log_live_owner(const struct tdax_device *dev)
+{
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		uint64_t o = atomic_load(&tdax_seg_at(dev, i)->owner);
+		if (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && owner_alive(o))
+			return (uint32_t)(o >> 32);
+	}
+	return 0;
+}
+
+void tdax_log_usage(const struct tdax_device *dev, struct tdax_log_usage *u)
+{
+	uint32_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	memset(u, 0, sizeof(*u));
+	u->capacity = (uint64_t)dev->sb->nsegs * room;
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		const struct tdax_seg *s = tdax_seg_at(dev, i);
+		uint64_t o = atomic_load(&s->owner);
+		if (o == TDAX_SEG_FREE) {
+			u->segs_free++;
+		} else if (o == TDAX_SEG_SEALED) {
+			u->segs_sealed++;
+			u->used += room;
+		} else {
+			u->segs_owned++;
+			uint64_t t = atomic_load(&s->tail);
+			u->used += t < room ? t : room;
+		}
+	}
+}
+
+/* Is the header at r a well-formed record of segment i, epoch e, fitting in
+ * the room left? (Its data checksum is checked separately.) */
+static bool header_ok(const struct tdax_rec *r, uint32_t i, uint32_t e, uint64_t left)
+{
+	if (r->magic != TDAX_REC_MAGIC || r->epoch != e || r->seg != i)
+		return false;
+	struct tdax_rec h = *r;
+	h.hcrc = h.crc = 0;
+	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc && r->kind == TDAX_REC_WRITE &&
+	       r->len <= left && tdax_rec_size(r->len) <= left;
+}
+
+static bool data_ok(const struct tdax_rec *r)
+{
+	return tdax_crc32c(r->hcrc, r + 1, r->len) == r->crc;
+}
+
+/* The position of the next complete, valid record at or after pos, or end. */
+static uint64_t resync(const char *base, uint32_t i, uint32_t e, uint64_t pos, uint64_t end)
+{
+	for (; pos + sizeof(struct tdax_rec) <= end; pos += TDAX_CACHELINE) {
+		const struct tdax_rec *r = (const struct tdax_rec *)(base + pos);
+		if (header_ok(r, i, e, end - pos) && data_ok(r))
+			return pos;
+	}
+	return end;
+}
+
+static int scan_seg(struct tdax_device *dev, uint32_t i, const struct tdax_scan_cb *cb)
+{
+	const struct tdax_seg *s = tdax_seg_at(dev, i);
+	const char *base = (const char *)s + TDAX_SEG_HEADER_SIZE;
+	uint64_t end = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	uint32_t e = s->epoch;
+	uint64_t o = atomic_load(&s->owner);
+	if (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && owner_alive(o)) {
+		/* A live writer: only what it has finished (tail is stored after
+		 * the record) is there to read. */
+		uint64_t t = atomic_load(&s->tail);
+		end = t < end ? t : end;
+	}
+	uint64_t pos = 0;
+
+	while (pos + sizeof(struct tdax_rec) <= end) {
+		const struct tdax_rec *r = (const struct tdax_rec *)(base + pos);
+		bool hdr = header_ok(r, i, e, end - pos);
+		if (hdr && data_ok(r)) {
+			int rc = cb->rec ? cb->rec(cb->ctx, r) : 0;
+			if (rc)
+				return rc;
+			pos += tdax_rec_size(r->len);
+			continue;
+		}
+		/* Damaged here. If a valid record follows, this one was corrupted
+		 * in place; if none does, it is the torn tail of the segment (or
+		 * simply its end). */
+		uint64_t next = resync(base, i, e, pos + (hdr ? tdax_rec_size(r->len) : TDAX_CACHELINE),
+				       end);
+		bool started = r->magic == TDAX_REC_MAGIC && r->epoch == e && r->seg == i;
+		if (next < end || started) {
+			if (cb->bad)
+				cb->bad(cb->ctx, i, pos, next < end ? TDAX_REC_CORRUPT : TDAX_REC_TORN,
+					hdr ? r : NULL);
+		}
+		pos = next;
+	}
+	return 0;
+}
+
+int tdax_log_scan(struct tdax_device *dev, const struct tdax_scan_cb *cb)
+{
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		int rc = scan_seg(dev, i, cb);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

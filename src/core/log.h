@@ -1,0 +1,133 @@
+/*
+ * log -- the write log in the device region.
+ *
+ * The log is a set of fixed-size segments. A writer (one thread) owns one
+ * segment at a time and appends to it alone, so appends take no lock and a
+ * record torn by a crash can only be the last of its own segment: it never
+ * hides another writer's records. Every record carries a device-wide
+ * sequence number, the file it belongs to, its offset and length, the
+ * segment's epoch (bumped whenever the segment is reused, so stale records
+ * are never read as new ones) and a CRC32C over header and data.
+ *
+ * A record is live until its file's released_seq (files.h) reaches its
+ * sequence number. A segment whose records are all dead is reused: in place
+ * by its owner, or by anyone once it has been sealed.
+ */
+#ifndef TDAX_LOG_H
+#define TDAX_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/device.h"
+
+#define TDAX_REC_MAGIC 0x52584454u /* "TDXR" */
+#define TDAX_SEG_SLOTS 12
+
+enum { TDAX_REC_WRITE = 1 };
+
+struct tdax_rec {
+	uint32_t magic;
+	uint16_t kind;
+	uint16_t reserved;
+	uint32_t hcrc;   /* crc32c of this header with hcrc = crc = 0 */
+	uint32_t crc;    /* crc32c of this header with hcrc = crc = 0, then the data */
+	uint64_t seq;
+	uint32_t file;   /* file table index */
+	uint32_t fgen;   /* that entry's generation */
+	uint64_t off;    /* file offset of the data */
+	uint32_t len;    /* data bytes following the header */
+	uint32_t epoch;  /* segment epoch when written */
+	uint32_t seg;    /* segment index */
+	uint32_t pad[3];
+};
+_Static_assert(sizeof(struct tdax_rec) == TDAX_CACHELINE, "record header is one cache line");
+
+#define TDAX_SEG_FREE 0ull
+#define TDAX_SEG_SEALED UINT64_MAX
+
+struct tdax_seg_slot {
+	uint32_t file;
+	uint32_t fgen;
+	uint64_t max_seq;
+};
+
+/*
+ * Every field is read from a region others may write: each is bounds-checked
+ * where it is read (nslots against TDAX_SEG_SLOTS, tail and written against
+ * the segment's room), and the owner appends with its own copies of tail and
+ * nslots, taken when it claims the segment.
+ */
+struct tdax_seg {
+	_Atomic uint64_t owner; /* TDAX_SEG_FREE/SEALED, or pid << 32 | tid */
+	uint32_t epoch;
+	uint32_t nslots;
+	_Atomic uint64_t tail;  /* bytes of records written after the header */
+	struct tdax_seg_slot slot[TDAX_SEG_SLOTS]; /* files with records here */
+	uint64_t written;       /* bytes that may hold old records: wiped at reclaim */
+};
+_Static_assert(sizeof(struct tdax_seg) <= TDAX_SEG_HEADER_SIZE, "segment header size");
+
+static inline uint32_t tdax_rec_size(uint32_t len)
+{
+	return (uint32_t)sizeof(struct tdax_rec) + ((len + TDAX_CACHELINE - 1) & ~(TDAX_CACHELINE - 1u));
+}
+
+static inline struct tdax_seg *tdax_seg_at(const struct tdax_device *dev, uint32_t i)
+{
+	return (struct tdax_seg *)(dev->base + dev->sb->segs_off + (uint64_t)i * dev->sb->seg_size);
+}
+
+/* Largest data length one record can carry on this device. */
+uint32_t tdax_log_max_len(const struct tdax_device *dev);
+
+/*
+ * Append len bytes destined for (file, fgen) at off, and make the record
+ * persistent before returning. Returns 0 and the record's sequence number,
+ * -ENOSPC when no segment has room (the caller falls back to a real sync),
+ * -EFBIG when len is larger than one record can carry.
+ */
+int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
+		    const void *data, uint32_t len, uint64_t *seq);
+
+/* Records of (file, fgen) up to seq are in the file on flash: free them. */
+void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq);
+
+/* Seal the current thread's segment (before closing the device; tests). */
+void tdax_log_seal_mine(struct tdax_device *dev);
+
+/* Seal segments whose owning thread is gone; returns how many. */
+unsigned tdax_log_seal_dead(struct tdax_device *dev);
+
+/* Reuse every sealed segment whose records are all dead. */
+void tdax_log_reclaim(struct tdax_device *dev);
+
+/* A live owner of some segment (pid), or 0 if no process is writing. */
+uint32_t tdax_log_live_owner(const struct tdax_device *dev);
+
+struct tdax_log_usage {
+	uint64_t capacity;   /* bytes of all segments */
+	uint64_t used;       /* bytes not available to new records */
+	uint32_t segs_free, segs_owned, segs_sealed;
+};
+void tdax_log_usage(const struct tdax_device *dev, struct tdax_log_usage *u);
+
+/* Is this record live (its file entry valid and not released past it)? */
+bool tdax_rec_live(const struct tdax_device *dev, const struct tdax_rec *r);
+
+/*
+ * Walk every record in every segment. fn is called for each valid record
+ * (data follows the header); damaged records and torn tails are counted and
+ * reported through bad (which may be NULL). A non-zero return from fn stops
+ * the walk and is returned.
+ */
+enum tdax_rec_damage { TDAX_REC_CORRUPT = 1, TDAX_REC_TORN = 2 };
+struct tdax_scan_cb {
+	int (*rec)(void *ctx, const struct tdax_rec *r);
+	void (*bad)(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_damage what,
+		    const struct tdax_rec *hdr_if_readable);
+	void *ctx;
+};
+int tdax_log_scan(struct tdax_device *dev, const struct tdax_scan_cb *cb);
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * recover -- checkpoint-or-replay of the device's live records.
+ */
+#define _GNU_SOURCE
+#include "core/recover.h"
+#include "core/sys.h"
+#include "core/files.h"
+#include "core/log.h"
+#include "core/shadow.h"
+#include "core/testaid.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A live record: a copy of its header (the region can change under
+ * recovery; the copy cannot) and where its data is, checked to lie inside
+ * the record's segment with the copied length. */
+struct live {
+	struct tdax_rec h;
+	const char *data;
+};
+
+struct collect {
+	struct tdax_device *dev;
+	int64_t only_file;        /* collect one file's records, or -1 for all */
+	struct live *v;
+	size_t n, cap;
+	uint64_t max_seq;
+	struct tdax_recover_report *rep;
+	int oom;
+};
+
+static int collect_rec(void *ctx, const struct tdax_rec *r)
+{
+	struct collect *c = ctx;
+	const struct tdax_device *dev = c->dev;
+	struct tdax_rec h = *r;
+	const char *data = (const char *)(r + 1);
+	uint64_t seg = (uint64_t)((const char *)r - dev->base - dev->sb->segs_off) / dev->sb->seg_size;
+	const char *end = dev->base + dev->sb->segs_off + (seg + 1) * dev->sb->seg_size;
+	if (h.len > (uint64_t)(end - data))
+		return 0; /* changed since the scan checked it */
+	if (h.seq > c->max_seq)
+		c->max_seq = h.seq;
+	if (!tdax_rec_live(dev, &h) || (c->only_file >= 0 && h.file != c->only_file))
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 1024;
+		struct live *v = realloc(c->v, cap * sizeof(*v));
+		if (!v) {
+			c->oom = 1;
+			return 1;
+		}
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n++] = (struct live){ h, data };
+	return 0;
+}
+
+static void collect_bad(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_damage what,
+			const struct tdax_rec *r)
+{
+	struct tdax_recover_report *rep = ((struct collect *)ctx)->rep;
+	if (!rep)
+		return;
+	if (what == TDAX_REC_CORRUPT)
+		rep->corrupt++;
+	else
+		rep->torn++;
+	if (rep->ndamage == TDAX_RECOVER_MAX_DAMAGE)
+		return;
+	struct tdax_recover_damage *d = &rep->damage[rep->ndamage++];
+	*d = (struct tdax_recover_damage){ .seg = seg, .pos = pos, .torn = what == TDAX_REC_TORN,
+					   .readable = r != NULL };
+	if (r) {
+		d->file = r->file;
+		d->seq = r->seq;
+		d->off = r->off;
+		d->len = r->len;
+	}
+}
+
+static int by_file_seq(const void *a, const void *b)
+{
+	const struct tdax_rec *x = &((const struct live *)a)->h, *y = &((const struct live *)b)->h;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Test aid (test build only, src/core/testaid.h): SIGKILL ourselves after this
+ * many applied records (crash tests of recovery itself); 0 = off. */
+static long kill_after(void)
+{
+	const char *s = TDAX_TEST_ENV("RECOVER_KILL_AFTER");
+	return s ? atol(s) : 0;
+}
+
+/* Whose rights recovery acts with: see recover.h. */
+struct trust {
+	uid_t uid;                /* the region's owner */
+	gid_t gid;
+	unsigned mode;
+	bool shared;              /* users other than root may write a root-owned region */
+};
+
+static int region_trust(const struct tdax_device *dev, struct trust *t, struct tdax_err *err)
+{
+	(void)err;
+	/* The owner the region had when it was opened (its descriptor's). */
+	t->uid = dev->file_uid;
+	t->gid = dev->file_gid;
+	t->mode = (unsigned)(dev->file_mode & 07777);
+	t->shared = (dev->file_mode & S_IWOTH) || ((dev->file_mode & S_IWGRP) && dev->file_gid != 0);
+	return 0;
+}
+
+static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
+	va_end(ap);
+	out->outcome = o;
+	return -1;
+}
+
+/* The user to act as for entry f, and whether the file must be theirs. */
+static int acting_user(const struct trust *t, const struct tdax_file *f, uid_t *uid, gid_t *gid,
+		       bool *must_own, struct tdax_recover_file *out)
+{
+	if (t->uid != 0) {
+		if (f->uid != t->uid)
+			return refuse(out, TDAX_REFUSED, "the entry names uid %u, but the region belongs "
+				"to uid %u: only that user's files are recovered from it", f->uid, t->uid);
+		*uid = t->uid;
+		*gid = t->gid;
+		*must_own = true;
+	} else {
+		if (t->shared && f->uid == 0)
+			return refuse(out, TDAX_REFUSED, "the entry names uid 0, but users other than "
+				"root can write this root-owned region (mode %04o): no root file is "
+				"recovered from it", t->mode);
+		*uid = f->uid;
+		*gid = f->gid;
+		*must_own = t->shared;
+	}
+	uid_t me = geteuid();
+	if (me != 0 && me != *uid)
+		return refuse(out, TDAX_NOT_PERMITTED, "to be recovered as uid %u; run tdax recover "
+			"as root or as that user", *uid);
+	return 0;
+}
+
+/* Is fd still the registered file of entry f (and, if must_own, uid's)? The
+ * generation can be read from an opened file only (not through O_PATH);
+ * where the file system has one, it must match: the stored flag saying
+ * whether there was one is not believed. */
+static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, bool must_own,
+		     struct tdax_recover_file *out)
+{
+	struct stat st;
+	struct tdax_ident now;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return refuse(out, TDAX_UNMATCHED, "the path names no regular file now (registered "
+			"inode %llu); it was not opened for writing", (unsigned long long)f->ino);
+	if (tdax_ident_of_fd(fd, &now) != 0 || now.dev != f->dev || now.ino != f->ino ||
+	    (opened && (now.flags & TDAX_FILE_HAS_IGEN) &&
+	     (!(f->flags & TDAX_FILE_HAS_IGEN) || now.igen != f->igen)))
+		return refuse(out, TDAX_UNMATCHED, "the path now names another file (registered "
+			"inode %llu on device %llu)", (unsigned long long)f->ino,
+			(unsigned long long)f->dev);
+	if (must_own && st.st_uid != uid)
+		return refuse(out, TDAX_REFUSED, "the file belongs to uid %u, not to uid %u who may "
+			"write the region: refused", (unsigned)st.st_uid, (unsigned)uid);
+	return 0;
+}
+
+/* Open the registered file for writing, as the user the region's trust
+ * allows, once its identity is checked without opening it. */
+static int open_as_owner(const struct trust *t, const struct tdax_file *f,
+			 struct tdax_recover_file *out)
+{
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	bool must_own = true;
+	if (acting_user(t, f, &uid, &gid, &must_own, out))
+		return -1;
+	bool as_other = geteuid() == 0;
+	if (as_other) {
+		setfsgid(gid);
+		setfsuid(uid);
+	}
+	int fd = -1, e = 0;
+	int pfd = tdax_sys_open(f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd < 0) {
+		e = errno;
+	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/thread-self/fd/%d", pfd);
+		fd = tdax_sys_open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0);
+		e = fd < 0 ? errno : 0;
+	}
+	if (as_other) {
+		setfsuid(0);
+		setfsgid(0);
+	}
+	if (pfd >= 0)
+		tdax_sys_close(pfd);
+	if (e)
+		return refuse(out, e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_UNMATCHED,
+			      "cannot open as uid %u: %s", (unsigned)uid, strerror(e));
+	if (fd < 0)
+		return -1; /* same_file said why */
+	if (same_file(fd, true, f, uid, must_own, out)) {
+		tdax_sys_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int write_all(int fd, const char *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = tdax_sys_pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Bring one file up to date with its records v[0..n). */
+static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts *o,
+			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
+			 size_t n, struct tdax_recover_file *out, long *budget)
+{
+	uint32_t idx = v[0].h.file, gen = v[0].h.fgen;
+	uint64_t last = v[n - 1].h.seq;
+	/* A copy of the entry: what is checked is what is used. */
+	struct tdax_file entry;
+	memcpy(&entry, tdax_file_at(dev, idx), sizeof(entry));
+	const struct tdax_file *f = &entry;
+
+	out->idx = idx;
+	snprintf(out->path, sizeof(out->path), "%s", f->path);
+	out->records = n;
+	int fd = -1;
+	if (!tdax_file_valid(f) || f->gen != gen)
+		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
+		       "recover again");
+	else
+		fd = open_as_owner(t, f, out);
+	if (fd < 0) {
+		if (out->outcome == TDAX_UNMATCHED && o->discard_unmatched) {
+			tdax_file_release(dev, idx, gen, last);
+			out->outcome = TDAX_DISCARDED;
+		}
+		return;
+	}
+	/* Same boot: the page cache has every byte; take the release point
+	 * before the sync so that it covers writers still running. */
+	uint64_t upto = rep->replay ? last : atomic_load(dev->seq);
+	for (size_t i = 0; rep->replay && i < n; i++) {
+		const struct tdax_rec *r = &v[i].h;
+		if (write_all(fd, v[i].data, r->len, r->off) != 0) {
+			out->outcome = TDAX_IO_FAILED;
+			snprintf(out->reason, sizeof(out->reason), "write at offset %llu failed: %s; "
+				 "records kept", (unsigned long long)r->off, strerror(errno));
+			tdax_sys_close(fd);
+			return;
+		}
+		out->bytes += r->len;
+		rep->applied++;
+		rep->bytes += r->len;
+		if (*budget > 0 && --*budget == 0)
+			raise(SIGKILL);
+	}
+	if (!rep->replay)
+		tdax_shadow_before_sync(fd, f->path);
+	if (tdax_sys_fdatasync(fd) != 0) {
+		out->outcome = TDAX_IO_FAILED;
+		snprintf(out->reason, sizeof(out->reason), "fdatasync failed: %s; records kept",
+			 strerror(errno));
+		tdax_sys_close(fd);
+		return;
+	}
+	tdax_sys_close(fd);
+	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
+	out->outcome = TDAX_RECOVERED;
+}
+
+int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
+		 struct tdax_recover_report *rep, struct tdax_err *err)
+{
+	uint64_t t0 = tdax_now_ns();
+	memset(rep, 0, sizeof(*rep));
+	struct trust t = { .uid = (uid_t)-1, .shared = true };
+	if (region_trust(dev, &t, err))
+		return -1;
+	rep->replay = o->power_failure || tdax_device_boot_changed(dev);
+	if (rep->replay) {
+		uint32_t pid = tdax_log_live_owner(dev);
+		if (pid)
+			return tdax_errf(err, "%s: process %u is writing to this device; replaying "
+				"records now could overwrite its newer data. Stop it, then run "
+				"'tdax recover --power-failure' again", dev->path, pid);
+	}
+	rep->sealed = tdax_log_seal_dead(dev);
+
+	struct collect c = { .dev = dev, .only_file = -1, .rep = rep };
+	struct tdax_scan_cb cb = { collect_rec, collect_bad, &c };
+	tdax_log_scan(dev, &cb);
+	if (c.oom) {
+		free(c.v);
+		return tdax_errf(err, "%s: out of memory collecting records", dev->path);
+	}
+	/* The counter may lag its records after a power cut: never reuse one. */
+	uint64_t cur = atomic_load(dev->seq);
+	while (cur < c.max_seq && !atomic_compare_exchange_weak(dev->seq, &cur, c.max_seq))
+		;
+	rep->records = c.n;
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
+
+	size_t nfiles = 0;
+	for (size_t i = 0; i < c.n; i++)
+		nfiles += i == 0 || c.v[i].h.file != c.v[i - 1].h.file;
+	rep->files = calloc(nfiles ? nfiles : 1, sizeof(*rep->files));
+	if (!rep->files) {
+		free(c.v);
+		return tdax_errf(err, "%s: out of memory", dev->path);
+	}
+	long budget = kill_after();
+	for (size_t i = 0, j; i < c.n; i = j) {
+		for (j = i + 1; j < c.n && c.v[j].h.file == c.v[i].h.file; j++)
+			;
+		struct tdax_recover_file *out = &rep->files[rep->nfiles++];
+		recover_file(dev, o, &t, rep, &c.v[i], j - i, out, &budget);
+		rep->failed += out->outcome != TDAX_RECOVERED && out->outcome != TDAX_DISCARDED;
+	}
+	free(c.v);
+	tdax_log_reclaim(dev);
+	if (rep->failed == 0)
+		tdax_device_set_state(dev, tdax_log_live_owner(dev) ? TDAX_STATE_UNCLEAN
+								    : TDAX_STATE_CLEAN);
+	rep->seconds = (double)(tdax_now_ns() - t0) / 1e9;
+	return rep->failed ? 1 : 0;
+}
+
+void tdax_recover_report_free(struct tdax_recover_report *rep)
+{
+	free(rep->files);
+	rep->files = NULL;
+}
+
+int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd)
+{
+	struct collect c = { .dev = dev, .only_file = idx };
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c });
+	int rc = c.oom ? -1 : 0;
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
+	for (size_t i = 0; rc == 0 && i < c.n; i++) {
+		const struct tdax_rec *r = &c.v[i].h;
+		if (r->fgen == gen)
+			rc = write_all(fd, c.v[i].data, r->len, r->off);
+	}
+	free(c.v);
+	return rc;
+}
+
+const char *tdax_outcome_name(enum tdax_file_outcome o)
+{
+	switch (o) {
+	case TDAX_RECOVERED: return "recovered";
+	case TDAX_UNMATCHED: return "unmatched";
+	case TDAX_DISCARDED: return "discarded";
+	case TDAX_NOT_PERMITTED: return "not-permitted";
+	case TDAX_IO_FAILED: return "io-failed";
+	case TDAX_REFUSED: return "refused";
+	}
+	return "unknown";
+}

@@ -1,0 +1,24 @@
+/*
+ * stats -- names of the device-wide counters (for status and info output).
+ */
+#include "core/stats.h"
+
+_Static_assert(TDAX_STATS_OFF + TDAX_ST_COUNT * 8 <= TDAX_HEADER_SIZE, "stats fit the header");
+
+const char *tdax_fallback_name(enum tdax_fallback f)
+{
+	static const char *const names[TDAX_FB_COUNT] = {
+		"none", "log_full", "not_upgraded", "metadata", "unseen_write", "mmap", "stdio",
+		"copy", "direct_io", "writeback_error", "unregistered", "passthrough", "async_io",
+	};
+	return f < TDAX_FB_COUNT ? names[f] : "unknown";
+}
+
+const char *tdax_stat_name(enum tdax_stat s)
+{
+	static const char *const names[TDAX_ST_FALLBACK0] = {
+		"light_syncs", "real_syncs", "logged_writes", "logged_bytes", "unlogged_writes",
+		"checkpoints", "sync_errors", "upgrades", "downgrades",
+	};
+	return s < TDAX_ST_FALLBACK0 ? names[s] : tdax_fallback_name((enum tdax_fallback)(s - TDAX_ST_FALLBACK0));
+}

@@ -1,0 +1,57 @@
+/*
+ * stats -- the device-wide counters of the runtime: how many syncs were
+ * answered in the device and how many went to the kernel, and why. Each
+ * process counts privately (no shared cache line on the hot path) and adds
+ * its counts into the device's every write-back interval and at exit.
+ */
+#ifndef TDAX_STATS_H
+#define TDAX_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/device.h"
+
+/* Why a write was not logged or a sync went to the kernel. */
+enum tdax_fallback {
+	TDAX_FB_NONE = 0,
+	TDAX_FB_LOG_FULL,      /* no room in the log */
+	TDAX_FB_NOT_UPGRADED,  /* the policy keeps the range on the kernel path */
+	TDAX_FB_METADATA,      /* create, truncate, fallocate or rename needs the kernel */
+	TDAX_FB_UNSEEN_WRITE,  /* the file changed size behind tdax (a writer it did not see) */
+	TDAX_FB_MMAP,          /* a shared writable mapping of the file */
+	TDAX_FB_STDIO,         /* a stdio stream on the file */
+	TDAX_FB_COPY,          /* copy_file_range, sendfile or splice into the file */
+	TDAX_FB_DIRECT,        /* an O_DIRECT writer */
+	TDAX_FB_WB_ERROR,      /* a background sync failed: data kept, error reported */
+	TDAX_FB_UNREGISTERED,  /* file table full or path too long */
+	TDAX_FB_PASSTHROUGH,   /* a write tdax let through unlogged (unknown pwritev2 flag, syscall(2)) */
+	TDAX_FB_ASYNC,         /* asynchronous I/O tdax cannot follow (POSIX aio, libaio, io_uring) */
+	TDAX_FB_COUNT
+};
+
+enum tdax_stat {
+	TDAX_ST_LIGHT_SYNCS = 0, /* syncs answered with a fence */
+	TDAX_ST_REAL_SYNCS,      /* syncs of managed files that went to the kernel */
+	TDAX_ST_LOGGED_WRITES,
+	TDAX_ST_LOGGED_BYTES,
+	TDAX_ST_UNLOGGED_WRITES,
+	TDAX_ST_CHECKPOINTS,     /* background / exit / metadata checkpoints */
+	TDAX_ST_SYNC_ERRORS,     /* real syncs that failed */
+	TDAX_ST_UPGRADES,        /* ranges upgraded (jobs done) */
+	TDAX_ST_DOWNGRADES,      /* ranges downgraded (jobs done) */
+	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
+	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
+};
+
+#define TDAX_STATS_OFF 1024
+
+static inline _Atomic uint64_t *tdax_stats(const struct tdax_device *dev)
+{
+	return (_Atomic uint64_t *)(dev->base + TDAX_STATS_OFF);
+}
+
+const char *tdax_stat_name(enum tdax_stat s);
+const char *tdax_fallback_name(enum tdax_fallback f);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * util -- error formatting, boot id, clocks, size parsing, pid locks.
+ */
+#define _GNU_SOURCE
+#include "core/util.h"
+#include "core/sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int tdax_errf(struct tdax_err *err, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1])
+{
+	out[0] = '\0';
+	int fd = tdax_sys_open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, TDAX_BOOT_ID_LEN);
+	tdax_sys_close(fd);
+	out[n == TDAX_BOOT_ID_LEN ? n : 0] = '\0';
+}
+
+uint64_t tdax_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tdax_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void tdax_spin_ns(uint64_t ns)
+{
+	if (!ns)
+		return;
+	uint64_t end = tdax_now_ns() + ns;
+	while (tdax_now_ns() < end)
+		__builtin_ia32_pause();
+}
+
+int tdax_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static uint32_t cached_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_forget(void)
+{
+	cached_pid = 0;
+}
+
+static void pid_once_init(void)
+{
+	pthread_atfork(NULL, NULL, pid_forget);
+}
+
+uint32_t tdax_pid(void)
+{
+	if (!cached_pid) {
+		pthread_once(&pid_once, pid_once_init);
+		cached_pid = (uint32_t)getpid();
+	}
+	return cached_pid;
+}
+
+int tdax_file_size(int fd, uint64_t *size)
+{
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx) != 0)
+		return -1;
+	*size = stx.stx_size;
+	return 0;
+}
+
+bool tdax_pid_alive(uint32_t pid)
+{
+	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+bool tdax_pidlock_try(_Atomic uint32_t *word)
+{
+	uint32_t me = tdax_pid(), cur = 0;
+	if (atomic_compare_exchange_strong(word, &cur, me))
+		return true;
+	/* The holder died while holding it: take it over. */
+	return cur != me && !tdax_pid_alive(cur) && atomic_compare_exchange_strong(word, &cur, me);
+}
+
+void tdax_pidlock_acquire(_Atomic uint32_t *word)
+{
+	for (unsigned spins = 0;; spins++) {
+		if (tdax_pidlock_try(word))
+			return;
+		if (spins < 64)
+			__builtin_ia32_pause();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 50000 }, NULL);
+	}
+}
+
+void tdax_pidlock_release(_Atomic uint32_t *word)
+{
+	atomic_store(word, 0);
+}

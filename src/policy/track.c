@@ -1,0 +1,166 @@
+/*
+ * track -- sliding-window counters, the metric, decisions and range states.
+ */
+#include "policy/track.h"
+
+static uint64_t bucket_of(uint64_t window_ns, uint64_t now)
+{
+	uint64_t width = window_ns / TDAX_WIN_BUCKETS;
+	return now / (width ? width : 1);
+}
+
+void tdax_window_add(struct tdax_window *w, uint64_t window_ns, uint64_t now, uint32_t n)
+{
+	uint64_t num = bucket_of(window_ns, now);
+	_Atomic uint64_t *b = &w->b[num % TDAX_WIN_BUCKETS];
+	uint64_t tag = (num & 0xffffffffu) << 32;
+	uint64_t cur = atomic_load_explicit(b, memory_order_relaxed);
+	for (;;) {
+		uint64_t next = (cur & ~0xffffffffull) == tag ? cur + n : tag | n;
+		if (atomic_compare_exchange_weak(b, &cur, next))
+			return;
+	}
+}
+
+uint64_t tdax_window_sum(const struct tdax_window *w, uint64_t window_ns, uint64_t now)
+{
+	uint64_t num = bucket_of(window_ns, now), sum = 0;
+	for (uint64_t k = 0; k < TDAX_WIN_BUCKETS && k <= num; k++) {
+		uint64_t v = atomic_load_explicit(&w->b[(num - k) % TDAX_WIN_BUCKETS], memory_order_relaxed);
+		if ((v >> 32) == ((num - k) & 0xffffffffu))
+			sum += v & 0xffffffffu;
+	}
+	return sum;
+}
+
+const char *tdax_range_state_name(uint32_t s)
+{
+	static const char *const names[] = { "none", "to-upgrade", "upgrading", "upgraded",
+					     "to-downgrade", "downgrading" };
+	return s <= TDAX_R_DOWNGRADING ? names[s] : "invalid";
+}
+
+void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint64_t first_page, uint64_t npages)
+{
+	if (!npages)
+		return;
+	tdax_window_add(&r->wr, t->wr_window_ns, now, (uint32_t)npages);
+	/* Dirty pages since the last sync: a write that starts on the page the
+	 * previous one ended on (small appends) dirties one page less. */
+	uint32_t last = (uint32_t)(first_page + npages - 1);
+	uint32_t prev = atomic_exchange_explicit(&r->last_page, last + 1, memory_order_relaxed);
+	uint64_t fresh = npages - (prev == (uint32_t)first_page + 1 ? 1 : 0);
+	if (fresh)
+		atomic_fetch_add_explicit(&r->dirty, (uint32_t)fresh, memory_order_relaxed);
+}
+
+int tdax_track_metric(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now)
+{
+	uint64_t wr = tdax_window_sum(&r->wr, t->wr_window_ns, now);
+	if (wr == 0 || wr < t->write_threshold)
+		return -1;
+	uint64_t m = 100 * tdax_window_sum(&r->wb, t->wb_window_ns, now) / wr;
+	return m > 1000000 ? 1000000 : (int)m;
+}
+
+/* Move the state from `from` to `to` if it is still `from`. */
+static bool move(struct tdax_range_track *r, uint32_t from, uint32_t to)
+{
+	if (!atomic_compare_exchange_strong(&r->state, &from, to))
+		return false;
+	atomic_fetch_add_explicit(&r->transitions, 1, memory_order_relaxed);
+	return true;
+}
+
+/* The thesis' decision (listing 5.1) on the current metric. */
+static enum tdax_decision decide(struct tdax_range_track *r, int m, const struct tdax_tunables *t,
+				 bool may_upgrade)
+{
+	uint32_t s = atomic_load(&r->state);
+	if (may_upgrade && m > (int)t->upgrade_pct) {
+		if (s == TDAX_R_NONE && move(r, TDAX_R_NONE, TDAX_R_TO_UPGRADE))
+			return TDAX_UPGRADE;
+		if (s == TDAX_R_TO_DOWNGRADE && move(r, TDAX_R_TO_DOWNGRADE, TDAX_R_UPGRADED))
+			return TDAX_UPGRADE; /* a pending downgrade is cancelled */
+	} else if (m >= 0 && m < (int)t->downgrade_pct) {
+		if (s == TDAX_R_UPGRADED && move(r, TDAX_R_UPGRADED, TDAX_R_TO_DOWNGRADE))
+			return TDAX_DOWNGRADE;
+		if (s == TDAX_R_TO_UPGRADE && move(r, TDAX_R_TO_UPGRADE, TDAX_R_NONE))
+			return TDAX_DOWNGRADE; /* a pending upgrade is cancelled */
+	}
+	return TDAX_KEEP;
+}
+
+enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax_tunables *t,
+				   uint64_t now, bool stream)
+{
+	uint32_t dirty = atomic_exchange(&r->dirty, 0);
+	atomic_store_explicit(&r->last_page, 0, memory_order_relaxed);
+	if (dirty && stream)
+		tdax_window_add(&r->wb, t->wb_window_ns, now, dirty);
+	return decide(r, tdax_track_metric(r, t, now), t, stream);
+}
+
+enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struct tdax_tunables *t,
+					 uint64_t now)
+{
+	int m = tdax_track_metric(r, t, now);
+	if (m < 0 && tdax_range_logged(atomic_load(&r->state)))
+		m = 0; /* idle */
+	return decide(r, m, t, false);
+}
+
+bool tdax_track_force_downgrade(struct tdax_range_track *r)
+{
+	return move(r, TDAX_R_UPGRADED, TDAX_R_TO_DOWNGRADE);
+}
+
+enum tdax_decision tdax_track_job_begin(struct tdax_range_track *r)
+{
+	uint32_t s = atomic_load(&r->state);
+	if (s == TDAX_R_TO_UPGRADE && move(r, s, TDAX_R_UPGRADING))
+		return TDAX_UPGRADE;
+	if (s == TDAX_R_TO_DOWNGRADE && move(r, s, TDAX_R_DOWNGRADING))
+		return TDAX_DOWNGRADE;
+	return TDAX_KEEP;
+}
+
+void tdax_track_job_end(struct tdax_range_track *r, enum tdax_decision job, bool ok)
+{
+	if (job == TDAX_UPGRADE)
+		atomic_store(&r->state, ok ? TDAX_R_UPGRADED : TDAX_R_TO_UPGRADE);
+	else if (job == TDAX_DOWNGRADE)
+		atomic_store(&r->state, ok ? TDAX_R_NONE : TDAX_R_TO_DOWNGRADE);
+}
+
+bool tdax_track_job_pending(const struct tdax_range_track *r)
+{
+	uint32_t s = atomic_load_explicit(&r->state, memory_order_relaxed);
+	return s == TDAX_R_TO_UPGRADE || s == TDAX_R_UPGRADING || s == TDAX_R_TO_DOWNGRADE ||
+	       s == TDAX_R_DOWNGRADING;
+}
+
+void tdax_track_job_reclaim(struct tdax_range_track *r)
+{
+	uint32_t s = TDAX_R_UPGRADING;
+	if (!atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_UPGRADE) && s == TDAX_R_DOWNGRADING)
+		atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_DOWNGRADE);
+}
+
+const char *tdax_tunables_check(const struct tdax_tunables *t)
+{
+	if (t->upgrade_pct > 100)
+		return "upgrade_threshold must be in 0..100";
+	if (t->downgrade_pct > 100)
+		return "downgrade_threshold must be in 0..100";
+	if (t->downgrade_pct > t->upgrade_pct)
+		return "downgrade_threshold must not exceed upgrade_threshold";
+	if (t->gran_order > TDAX_MAX_GRAN_ORDER)
+		return "granularity_order must be in 0..20";
+	if (t->wb_window_ns == 0 || t->wr_window_ns == 0)
+		return "the windows must be longer than 0 ms";
+	if (t->wb_window_ns > TDAX_MAX_WINDOW_NS || t->wr_window_ns > TDAX_MAX_WINDOW_NS)
+		return "the windows must be at most 86400000 ms (a day)";
+	return 0;
+}

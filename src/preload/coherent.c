@@ -1,0 +1,400 @@
+/*
+ * coherent -- coherent mode: write logging, sync decisions and checkpoints.
+ */
+#define _GNU_SOURCE
+#include "preload/coherent.h"
+#include "core/log.h"
+#include "preload/tracking.h"
+#include "core/recover.h"
+#include "core/shadow.h"
+#include "core/testaid.h"
+#include "core/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One record carries at most this much; larger writes become several. */
+#define CHUNK (256u << 10)
+
+static inline struct tdax_file_rt *rt_of(uint32_t idx)
+{
+	return &tdax_file_at(tdax_rt.dev, idx)->rt;
+}
+
+static void atomic_max(_Atomic uint64_t *v, uint64_t x)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
+		;
+}
+
+void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
+{
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
+	atomic_fetch_add(&rt_of(idx)->uncovered, 1);
+	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+}
+
+/* Log r bytes of iov at off; false if any part could not be logged. */
+static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
+		    size_t r)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	for (int i = 0; i < iovcnt && r > 0; i++) {
+		const char *p = iov[i].iov_base;
+		size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
+		r -= n;
+		while (n > 0) {
+			uint32_t c = n < CHUNK ? (uint32_t)n : CHUNK;
+			uint64_t seq;
+			if (tdax_log_append(dev, idx, gen, off, p, c, &seq) != 0)
+				return false;
+			p += c;
+			off += c;
+			n -= c;
+		}
+	}
+	return true;
+}
+
+void tdax_coherent_write_begin(const struct tdax_fd *e)
+{
+	atomic_fetch_add_explicit(&rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_relaxed);
+}
+
+void tdax_coherent_write_end(const struct tdax_fd *e)
+{
+	atomic_fetch_sub_explicit(&rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_release);
+}
+
+void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
+			    int iovcnt, size_t r)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != e->gen)
+		return; /* the entry was freed (file unlinked): nothing to keep */
+	enum tdax_fallback why = TDAX_FB_NONE;
+	if (e->flags & TDAX_FD_NOLOG)
+		why = TDAX_FB_DIRECT;
+	else if (atomic_load_explicit(&rt->unmanaged, memory_order_relaxed))
+		why = (enum tdax_fallback)atomic_load(&rt->unmanaged);
+	else if (!tdax_tracking_write(idx, e->gen, off, r))
+		why = TDAX_FB_NOT_UPGRADED;
+#ifdef TDAX_TEST_BUILD
+	else if (tdax_rt.test_lie)
+		; /* positive control for the crash tests: claim coverage, log nothing */
+#endif
+	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
+		why = TDAX_FB_LOG_FULL;
+	atomic_max(&rt->size_seen, off + r);
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
+				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL);
+	if (why != TDAX_FB_NONE) {
+		atomic_fetch_add(&rt->uncovered, 1);
+		tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+		if (why != TDAX_FB_NOT_UPGRADED)
+			tdax_fallback(why, f->path);
+		return;
+	}
+	uint64_t zero = 0;
+	atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_coarse_ns());
+	atomic_fetch_add_explicit(&rt->logged_bytes, r, memory_order_relaxed);
+	tdax_rt.touched[idx] = 1;
+	tdax_count(TDAX_ST_LOGGED_WRITES, 1);
+	tdax_count(TDAX_ST_LOGGED_BYTES, r);
+}
+
+/*
+ * The kernel's copy after a failed sync cannot be trusted (Linux may have
+ * marked the failed pages clean). If every change since the last real sync
+ * is in the log, write the records again before syncing; otherwise the
+ * only honest answer is the error, and the records stay.
+ */
+static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
+{
+	struct tdax_file_rt *rt = rt_of(idx);
+	if (!atomic_load(&rt->rewrite))
+		return 0;
+	if (atomic_load(&rt->uncovered) != 0) {
+		errno = EIO;
+		return -1;
+	}
+	return tdax_replay_file(tdax_rt.dev, idx, gen, fd);
+}
+
+#ifdef TDAX_TEST_BUILD
+/* Test aid (src/core/testaid.h): TDAX_TEST_FAIL_SYNC=N makes the N-th real sync
+ * tdax makes in this process fail with EIO, as a dying disk's would. */
+static bool injected_sync_failure(void)
+{
+	static _Atomic long seen;
+	const char *s = TDAX_TEST_ENV("FAIL_SYNC");
+	return s && atomic_fetch_add(&seen, 1) + 1 == atol(s);
+}
+#endif
+
+/* The real sync of a checkpoint. */
+static int real_sync(int fd, bool datasync)
+{
+#ifdef TDAX_TEST_BUILD
+	if (injected_sync_failure()) {
+		errno = EIO;
+		return -1;
+	}
+#endif
+	return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+}
+
+/* Is fd the file of entry idx, generation gen? A sync of anything else
+ * must not release that file's records. */
+static bool is_file(int fd, uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	return f->gen == gen && tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was);
+}
+
+int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_file_rt *rt = rt_of(idx);
+	if (!is_file(fd, idx, gen))
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	/* Take the snapshots before the sync: what was written before it is
+	 * covered by it; later writes keep their records and counts. The age
+	 * and size of what is logged are taken first, so that a record logged
+	 * from here on starts them again (and is checkpointed at its age, or
+	 * at exit); they are given back if the sync fails. */
+	uint64_t first = atomic_exchange(&rt->first_log_ns, 0);
+	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
+	uint64_t unc = atomic_load(&rt->uncovered);
+	uint64_t upto = atomic_load(dev->seq);
+	tdax_shadow_before_sync(fd, tdax_file_at(dev, idx)->path);
+	int rc = rewrite_after_error(fd, idx, gen);
+	if (rc == 0)
+		rc = real_sync(fd, datasync);
+	if (rc != 0) {
+		int e = errno;
+		uint64_t cur = 0;
+		while (first && (cur == 0 || cur > first) &&
+		       !atomic_compare_exchange_weak(&rt->first_log_ns, &cur, first))
+			;
+		atomic_fetch_add(&rt->logged_bytes, bytes);
+		tdax_rt.touched[idx] = 1; /* the write-back pass may have let it go meanwhile */
+		atomic_store(&rt->rewrite, 1);
+		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
+		errno = e;
+		return -1;
+	}
+	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
+	atomic_store(&rt->rewrite, 0);
+	tdax_log_release(dev, idx, gen, upto);
+	return 0;
+}
+
+/*
+ * The guard: a file size tdax writers did not leave means a writer tdax did
+ * not see. The size is read first: a tdax write that grew the file has
+ * either updated size_seen by the time it leaves `inflight`, or is still in
+ * flight (and the growth is its own). A write that starts and finishes
+ * between the two reads moves size_seen: then look again.
+ */
+static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
+{
+	uint64_t prev = UINT64_MAX;
+	for (int tries = 0; tries < 4; tries++) {
+		if (tries > 0 && tdax_file_size(fd, &size) != 0)
+			return false;
+		if (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0)
+			return true;
+		uint64_t seen = atomic_load(&rt->size_seen);
+		if (size == seen)
+			return true;
+		if (seen == prev)
+			return false; /* nothing tdax did explains it */
+		prev = seen;
+	}
+	return false;
+}
+
+int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	uint64_t size;
+	if (!tdax_fd_still(fd, e, &size)) {
+		/* The number names another file now (closed and reused in a
+		 * way tdax did not see): not ours to answer or to release. */
+		tdax_fd_forget(fd);
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	}
+	if (f->gen != e->gen)
+		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	tdax_tracking_sync(idx, e->gen);
+	int err = atomic_exchange(&rt->wb_error, 0);
+	if (err) {
+		/* A background sync of this file failed: report it once, as the
+		 * kernel would; the records stay until a sync succeeds. */
+		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
+		errno = err;
+		return -1;
+	}
+	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
+	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
+		if (size_explained(fd, rt, size)) {
+			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
+			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
+				return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
+			if (tdax_tracing)
+				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
+			return 0;
+		}
+		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
+	}
+	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, (uint16_t)(datasync | TDAX_TRF_REAL));
+	int rc = tdax_coherent_checkpoint_fd(fd, idx, e->gen, datasync);
+	if (rc == 0 && tdax_file_size(fd, &size) == 0)
+		atomic_store(&rt->size_seen, size);
+	return rc;
+}
+
+/*
+ * Open a file for a checkpoint. Read-only: a sync needs no more, and a
+ * descriptor open for writing makes an execve() of the file fail with
+ * ETXTBSY (build systems write scripts and run them). Writable only when
+ * a failed sync left records to write to the file again (rt->rewrite; rt
+ * NULL: not known yet). O_NONBLOCK: a FIFO's open must not wait.
+ */
+static int open_for_checkpoint(int dirfd, const char *path, bool follow, const struct tdax_file_rt *rt)
+{
+	int fl = O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
+	int fd = rt && atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
+	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
+}
+
+/* Open a registered file by its path for a checkpoint; -1 if it is not
+ * there any more (or is another file now). */
+static int open_registered(uint32_t idx)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	int fd = open_for_checkpoint(AT_FDCWD, f->path, false, &f->rt);
+	if (fd < 0)
+		return -1;
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
+		tdax_real.close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int tdax_coherent_checkpoint_file(uint32_t idx)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	uint32_t gen = f->gen;
+	int fd = open_registered(idx);
+	if (fd < 0) {
+		/* Renamed or removed behind us: any fd of ours on it will do. */
+		for (int i = 0; i < TDAX_MAX_FDS && fd < 0; i++)
+			if (tdax_fds[i].file_plus1 == idx + 1 && tdax_fds[i].gen == gen)
+				fd = tdax_real.fcntl(i, F_DUPFD_CLOEXEC, 0);
+		/* Without records there is nothing to write back: done (a
+		 * downgrade of a removed file's range must not fail, or every
+		 * pass would try it again). With records, they stay for the
+		 * next process that has the file, or for recovery. */
+		if (fd < 0)
+			return atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite) ? -1 : 0;
+	}
+	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+	int e = errno;
+	tdax_real.close(fd);
+	tdax_count(TDAX_ST_CHECKPOINTS, 1);
+	if (rc != 0) {
+		/* The first error is the one the next sync reports (as Linux does). */
+		int32_t none = 0;
+		atomic_compare_exchange_strong(&tdax_file_at(tdax_rt.dev, idx)->rt.wb_error, &none, e);
+		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
+	}
+	return rc;
+}
+
+int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1,
+			       uint32_t *gen)
+{
+	*plus1 = 0;
+	/* A regular file only (opening anything else can have side effects),
+	 * and its whole identity: an O_PATH descriptor has no inode generation,
+	 * and without it a new file on a reused inode number passes for the
+	 * removed one. So: O_PATH to look, then the same inode opened again. */
+	int p = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (p < 0)
+		return 0;
+	struct stat st;
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", p);
+	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
+							  : -1;
+	struct tdax_ident id;
+	uint32_t idx = 0;
+	bool found = fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 &&
+		     tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0;
+	int rc = 0;
+	if (found) {
+		*plus1 = idx + 1;
+		const struct tdax_file_rt *rt = rt_of(idx);
+		if (atomic_load(&rt->rewrite)) { /* the records go to the file again */
+			tdax_real.close(fd);
+			fd = open_for_checkpoint(AT_FDCWD, self, true, rt);
+		}
+		if (fd >= 0 && (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))) {
+			rc = tdax_coherent_checkpoint_fd(fd, idx, *gen, true);
+			tdax_count(TDAX_ST_CHECKPOINTS, 1);
+		}
+	}
+	int e = errno;
+	if (fd >= 0)
+		tdax_real.close(fd);
+	tdax_real.close(p);
+	errno = e;
+	return rc;
+}
+
+void tdax_coherent_checkpoint_below(const char *dir)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	size_t n = strlen(dir);
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		const struct tdax_file *f = tdax_file_at(dev, i);
+		if (atomic_load(&f->state) == TDAX_FILE_ACTIVE && strncmp(f->path, dir, n) == 0 &&
+		    f->path[n] == '/' && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)))
+			tdax_coherent_checkpoint_file(i);
+	}
+}
+
+void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
+{
+	struct tdax_file_rt *rt = rt_of(idx);
+	uint32_t none = 0;
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
+	if (atomic_compare_exchange_strong(&rt->unmanaged, &none, (uint32_t)why))
+		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+}
+
+void tdax_coherent_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)
+{
+	tdax_coherent_kernel_only(idx, why);
+	tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+}

@@ -1,0 +1,64 @@
+/*
+ * coherent -- coherent mode (SPEC §2, §3): the write path that copies
+ * writes of upgraded ranges into the device log, the sync path that answers
+ * with a fence when everything dirty is in the device, and checkpoints
+ * (a real sync of the file, then release of its records).
+ *
+ * Invariant: a file's `uncovered` count is zero only if every change made
+ * to it since its last successful real sync is held by live log records.
+ * A sync is answered in the device only then, and only if no background
+ * sync failed and the file's size is what tdax writers left it.
+ */
+#ifndef TDAX_COHERENT_H
+#define TDAX_COHERENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "preload/runtime.h"
+
+/* Bracket a real write through a managed fd (the sync guard allows for
+ * growth by writes in flight). */
+void tdax_coherent_write_begin(const struct tdax_fd *e);
+void tdax_coherent_write_end(const struct tdax_fd *e);
+
+/* A real write through a managed fd put r bytes of iov at off: log them (or
+ * mark the file uncovered). Call before tdax_coherent_write_end. */
+void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
+			    int iovcnt, size_t r);
+
+/* fsync/fdatasync of a managed fd; returns what the call returns. */
+int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);
+
+/* Real sync of the file open as fd, then release of its records. */
+int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync);
+
+/* Checkpoint a registered file by index, opening it by its path. */
+int tdax_coherent_checkpoint_file(uint32_t idx);
+
+/* Before a truncate, unlink or rename over path: checkpoint it if it is a
+ * registered file with records (follow: path's last link is followed, as
+ * truncate and O_TRUNC do; unlink and rename act on the link itself).
+ * *plus1 is the file's index + 1 (0: not a registered file) and *gen its
+ * generation. Returns 0, or -1 with errno if its records could not be
+ * written back (they stay live). */
+int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1,
+			       uint32_t *gen);
+
+/* Before the directory dir (absolute) is renamed: checkpoint every
+ * registered file below it that has records. */
+void tdax_coherent_checkpoint_below(const char *dir);
+
+/* The next sync of the file must go to the kernel (metadata, unseen write). */
+void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why);
+
+/* The file goes to the kernel's sync path for good (its records stay
+ * until its next real sync). */
+void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why);
+
+/* A write path tdax cannot follow reaches the file: checkpoint it and keep
+ * it on the kernel path from now on. */
+void tdax_coherent_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why);
+
+#endif

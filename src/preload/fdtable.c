@@ -1,0 +1,352 @@
+/*
+ * fdtable -- managed descriptors and tdax's own descriptors (fdtable.h).
+ */
+#define _GNU_SOURCE
+#include "preload/fdtable.h"
+#include "core/sys.h"
+#include "preload/coherent.h"
+#include "preload/runtime.h"
+#include "core/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <linux/close_range.h>
+#include <stdio.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+struct tdax_fd *tdax_fds;
+
+int tdax_fdtable_init(void)
+{
+	void *p = tdax_sys_mmap(NULL, sizeof(struct tdax_fd) * TDAX_MAX_FDS, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	tdax_fds = p;
+	return 0;
+}
+
+void tdax_fd_forget(int fd)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
+		return;
+	struct tdax_fd *e = &tdax_fds[fd];
+	if (e->file_plus1 && e->twin_plus1)
+		tdax_twin_unref(e->twin_plus1);
+	e->file_plus1 = 0;
+	e->twin_plus1 = 0;
+}
+
+void tdax_fd_forget_range(unsigned first, unsigned last)
+{
+	for (unsigned fd = first; fd <= last && fd < TDAX_MAX_FDS; fd++)
+		tdax_fd_forget((int)fd);
+}
+
+void tdax_fd_copy(int from, int to)
+{
+	if (to < 0 || !tdax_fds || to == from)
+		return;
+	const struct tdax_fd *e = tdax_fd_get(from);
+	if (to >= TDAX_MAX_FDS) {
+		/* Beyond the table: writes through it would go unseen. */
+		if (e)
+			tdax_coherent_kernel_only(e->file_plus1 - 1, TDAX_FB_UNREGISTERED);
+		return;
+	}
+	tdax_fd_forget(to);
+	if (!e)
+		return;
+	if (e->twin_plus1)
+		tdax_twin_ref(e->twin_plus1);
+	tdax_fds[to] = *e;
+}
+
+/* File systems where a sync costs nothing or tdax has no business. */
+static bool fs_excluded(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0)
+		return true;
+	switch ((unsigned long)sf.f_type) {
+	case TMPFS_MAGIC: case PROC_SUPER_MAGIC: case SYSFS_MAGIC: case DEVPTS_SUPER_MAGIC:
+	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+void tdax_fd_manage(int fd, const char *path_or_null, int flags)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS)
+		return;
+	tdax_fd_forget(fd); /* whatever the number was before, it is this now */
+	struct stat st;
+	if ((flags & O_ACCMODE) == O_RDONLY || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    fs_excluded(fd))
+		return;
+	/* The path recovery will use: absolute and canonical. */
+	char link[64], path[TDAX_FILE_PATH_MAX + 1];
+	snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : link);
+		return;
+	}
+	path[n] = '\0';
+	uint32_t idx, gen;
+	bool created;
+	struct tdax_err e;
+	if (tdax_files_register(tdax_rt.dev, fd, path, &idx, &gen, &created, &e) != 0) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path);
+		return;
+	}
+	struct tdax_file_rt *rt = &tdax_file_at(tdax_rt.dev, idx)->rt;
+	uint64_t seen = atomic_load(&rt->size_seen);
+	if (created || seen != (uint64_t)st.st_size) {
+		/* New to tdax, or changed by someone tdax did not see. */
+		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
+		atomic_fetch_add(&rt->uncovered, 1);
+	}
+	if (tdax_tracing) {
+		if (!tdax_rt.named[idx]) {
+			tdax_rt.named[idx] = 1;
+			tdax_trace_name(idx, path);
+		}
+		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
+	}
+	if (flags & (O_CREAT | O_TRUNC))
+		tdax_coherent_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
+	if (tdax_rt.blind)
+		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
+	uint32_t sync = (flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0;
+	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
+	tdax_fds[fd] = (struct tdax_fd){
+		.file_plus1 = idx + 1, .gen = gen,
+		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | (twin ? sync : 0) |
+			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
+		.twin_plus1 = twin,
+		.dev = st.st_dev, .ino = st.st_ino,
+	};
+}
+
+bool tdax_fd_still(int fd, const struct tdax_fd *e, uint64_t *size)
+{
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE | STATX_INO | STATX_TYPE, &stx) != 0)
+		return false;
+	*size = stx.stx_size;
+	return S_ISREG(stx.stx_mode) && stx.stx_ino == e->ino &&
+	       makedev(stx.stx_dev_major, stx.stx_dev_minor) == e->dev;
+}
+
+/* ---- tdax's own descriptors ----------------------------------------- */
+
+/*
+ * A slot per descriptor tdax keeps: where its holder keeps the number (the
+ * trace's variable, or the slot itself for a twin) and, for a twin, how
+ * many managed entries use it. A bit per number answers "is it tdax's?"
+ * in the close path without a search.
+ */
+#define OWN_MAX 256
+static struct own {
+	int *holder; /* NULL: free */
+	int fd;
+	int refs;
+} own[OWN_MAX];
+static _Atomic uint64_t own_bits[TDAX_MAX_FDS / 64];
+
+static void mark(int fd, bool on)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS)
+		return;
+	uint64_t bit = 1ull << (fd % 64);
+	if (on)
+		atomic_fetch_or(&own_bits[fd / 64], bit);
+	else
+		atomic_fetch_and(&own_bits[fd / 64], ~bit);
+}
+
+bool tdax_ownfd_is(int fd)
+{
+	return fd >= 0 && fd < TDAX_MAX_FDS &&
+	       (atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
+
+/* Lowest number for tdax's own: out of the range programs use, below the
+ * soft limit, and not so high that the kernel's table has to grow much. */
+static int own_floor(void)
+{
+	struct rlimit rl;
+	rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	if (top > 1024 + 32)
+		top = 1024 + 32;
+	return top > 64 ? (int)top - 32 : 3;
+}
+
+static int move_high(int fd)
+{
+	int to = tdax_real.fcntl(fd, F_DUPFD_CLOEXEC, own_floor());
+	if (to < 0)
+		to = tdax_real.fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	return to;
+}
+
+/* Move fd high and give it a slot; -1 (fd closed) if either fails. */
+static int adopt(int fd, int *holder)
+{
+	int to = move_high(fd);
+	tdax_syscall(SYS_close, fd);
+	if (to < 0)
+		return -1;
+	for (int i = 0; i < OWN_MAX; i++)
+		if (!own[i].holder) {
+			own[i] = (struct own){ .holder = holder ? holder : &own[i].fd, .fd = to, .refs = 1 };
+			*own[i].holder = to;
+			tdax_fd_forget(to);
+			mark(to, true);
+			return i;
+		}
+	tdax_syscall(SYS_close, to);
+	return -1;
+}
+
+static bool is_twin(int fd)
+{
+	for (int i = 0; i < OWN_MAX; i++)
+		if (own[i].holder && own[i].fd == fd)
+			return own[i].holder == &own[i].fd;
+	return false;
+}
+
+static void release(int i)
+{
+	int fd = own[i].fd;
+	mark(fd, false);
+	*own[i].holder = -1;
+	own[i].holder = NULL;
+	tdax_syscall(SYS_close, fd);
+}
+
+int tdax_ownfd_keep(int *fdp)
+{
+	int i = adopt(*fdp, fdp);
+	if (i < 0)
+		*fdp = -1;
+	return i < 0 ? -1 : 0;
+}
+
+void tdax_ownfd_close(int *fdp)
+{
+	for (int i = 0; i < OWN_MAX; i++)
+		if (own[i].holder == fdp)
+			release(i);
+}
+
+/* Another thread may be writing through the old number while it moves; the
+ * window is the application's dup2 onto a number it never opened. */
+void tdax_ownfd_evict(int fd)
+{
+	if (!tdax_ownfd_is(fd))
+		return;
+	for (int i = 0; i < OWN_MAX; i++)
+		if (own[i].holder && own[i].fd == fd) {
+			int to = move_high(fd);
+			mark(to, true);
+			own[i].fd = *own[i].holder = to;
+			mark(fd, false);
+			tdax_syscall(SYS_close, fd);
+		}
+}
+
+/* The lowest of tdax's own descriptors in [lo, hi] (twins only if
+ * `twins`), or UINT_MAX. */
+static unsigned next_own(unsigned lo, unsigned hi, bool twins)
+{
+	for (unsigned fd = lo; fd <= hi && fd < TDAX_MAX_FDS; fd++) {
+		uint64_t w = atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64);
+		for (; w; w &= w - 1) {
+			unsigned at = fd + (unsigned)__builtin_ctzll(w);
+			if (at > hi)
+				return UINT_MAX;
+			if (twins || !is_twin((int)at))
+				return at;
+		}
+		fd |= 63; /* the rest of this word is done */
+	}
+	return UINT_MAX;
+}
+
+/* close_range(first, last, flags) around tdax's own descriptors (all of
+ * them, or all but the twins); forget the closed numbers' entries if
+ * `forget`. */
+static int close_around(unsigned first, unsigned last, int flags, bool forget, bool twins)
+{
+	for (unsigned lo = first;;) {
+		unsigned next = next_own(lo, last, twins);
+		if (next != lo) { /* [lo, next - 1] (or [lo, last]) holds none to keep */
+			unsigned hi = next == UINT_MAX ? last : next - 1;
+			if (tdax_syscall(SYS_close_range, lo, hi, flags) != 0)
+				return -1;
+			if (forget && !(flags & CLOSE_RANGE_CLOEXEC))
+				tdax_fd_forget_range(lo, hi);
+		}
+		if (next >= last)
+			return 0;
+		lo = next + 1;
+	}
+}
+
+int tdax_ownfd_close_range(unsigned first, unsigned last, int flags)
+{
+	return close_around(first, last, flags, true, true);
+}
+
+__thread bool tdax_fds_private TDAX_TLS;
+
+void tdax_fdtable_unshare(void)
+{
+	if (unshare(CLONE_FILES) == 0) {
+		close_around(0, ~0u, 0, false, false);
+		tdax_fds_private = true;
+	}
+}
+
+/* ---- twins ------------------------------------------------------------ */
+
+int tdax_twin_open(int fd, int flags)
+{
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", fd);
+	int acc = (flags & O_ACCMODE) == O_RDWR ? O_RDWR : O_WRONLY;
+	int t = tdax_real.openat(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
+	if (t < 0)
+		return 0;
+	int i = adopt(t, NULL);
+	return i < 0 ? 0 : i + 1;
+}
+
+int tdax_twin_fd(uint32_t twin_plus1)
+{
+	return own[twin_plus1 - 1].fd;
+}
+
+void tdax_twin_ref(uint32_t twin_plus1)
+{
+	__atomic_fetch_add(&own[twin_plus1 - 1].refs, 1, __ATOMIC_RELAXED);
+}
+
+void tdax_twin_unref(uint32_t twin_plus1)
+{
+	if (__atomic_sub_fetch(&own[twin_plus1 - 1].refs, 1, __ATOMIC_ACQ_REL) == 0)
+		release((int)twin_plus1 - 1);
+}

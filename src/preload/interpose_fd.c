@@ -1,0 +1,477 @@
+/*
+ * interpose_fd -- the hooks that keep the descriptor table true (fdtable.h):
+ * every call that closes a descriptor number or hands one out, and the
+ * calls that start I/O tdax cannot follow (POSIX aio, libaio, io_uring),
+ * which send the files they touch to the kernel's sync for good.
+ *
+ * A call that only makes a new descriptor forgets the number's entry and
+ * is otherwise the real call: errno and result untouched.
+ */
+#define _GNU_SOURCE
+#include <aio.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "preload/coherent.h"
+#include "preload/runtime.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The next definition of `name` (libc's, or libaio's and liburing's for
+ * theirs), looked up on first use. */
+#define REAL(name)                                                                        \
+	({                                                                                \
+		static __typeof__(name) *_Atomic real_;                                   \
+		__typeof__(name) *fn_ = atomic_load_explicit(&real_, memory_order_relaxed); \
+		if (!fn_) {                                                               \
+			fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                \
+			atomic_store_explicit(&real_, fn_, memory_order_relaxed);         \
+		}                                                                         \
+		fn_;                                                                      \
+	})
+
+static int fresh(int fd)
+{
+	tdax_fd_forget(fd);
+	return fd;
+}
+
+/* ---- closing -------------------------------------------------------- */
+
+EXPORT int close(int fd)
+{
+	if (!tdax_real.close)
+		tdax_resolve_real();
+	if (tdax_ownfd_is(fd)) {
+		errno = EBADF; /* not open, as far as the application knows */
+		return -1;
+	}
+	tdax_fd_forget(fd);
+	return tdax_real.close(fd);
+}
+
+EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (first > last) {
+		errno = EINVAL;
+		return -1;
+	}
+	return tdax_ownfd_close_range(first, last, flags);
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	if (tdax_ownfd_close_range((unsigned)lowfd, ~0u, 0) != 0) {
+		/* No close_range in this kernel: libc's way, then forget. */
+		REAL(closefrom)(lowfd);
+		tdax_fd_forget_range((unsigned)lowfd, ~0u);
+	}
+}
+
+/* A stream closes its descriptor inside libc: forget the number first (a
+ * write through it after this point is the application's race). */
+EXPORT int fclose(FILE *f)
+{
+	if (f)
+		tdax_fd_forget(fileno(f));
+	return REAL(fclose)(f);
+}
+
+/* ---- duplicating ---------------------------------------------------- */
+
+EXPORT int dup(int fd)
+{
+	if (!tdax_real.dup)
+		tdax_resolve_real();
+	if (tdax_ownfd_is(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	int r = tdax_real.dup(fd);
+	if (r >= 0)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+EXPORT int dup2(int fd, int to)
+{
+	if (!tdax_real.dup2)
+		tdax_resolve_real();
+	if (tdax_ownfd_is(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	tdax_ownfd_evict(to);
+	int r = tdax_real.dup2(fd, to);
+	if (r >= 0 && r != fd)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+EXPORT int dup3(int fd, int to, int flags)
+{
+	if (!tdax_real.dup3)
+		tdax_resolve_real();
+	if (tdax_ownfd_is(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	tdax_ownfd_evict(to);
+	int r = tdax_real.dup3(fd, to, flags);
+	if (r >= 0)
+		tdax_fd_copy(fd, r);
+	return r;
+}
+
+static int do_fcntl(int fd, int cmd, void *arg)
+{
+	if (!tdax_real.fcntl)
+		tdax_resolve_real();
+	if (tdax_ownfd_is(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	int r = tdax_real.fcntl(fd, cmd, arg);
+	if (r < 0 || fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
+		return r;
+	int err = errno;
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		tdax_fd_copy(fd, r);
+		break;
+	case F_SETFL:
+		if (e) {
+			int fl = tdax_real.fcntl(fd, F_GETFL);
+			struct tdax_fd *m = &tdax_fds[fd];
+			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
+				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
+			if (m->twin_plus1) /* the twin writes as the descriptor would */
+				tdax_real.fcntl(tdax_twin_fd(m->twin_plus1), F_SETFL,
+						fl & (O_APPEND | O_DIRECT | O_NOATIME));
+		}
+		break;
+	}
+	errno = err;
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(fd, cmd, arg);
+}
+
+/* ---- calls that make a new descriptor -------------------------------- */
+
+EXPORT int socket(int domain, int type, int proto)
+{
+	return fresh(REAL(socket)(domain, type, proto));
+}
+
+EXPORT int socketpair(int domain, int type, int proto, int sv[2])
+{
+	int r = REAL(socketpair)(domain, type, proto, sv);
+	if (r == 0) {
+		tdax_fd_forget(sv[0]);
+		tdax_fd_forget(sv[1]);
+	}
+	return r;
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return fresh(REAL(accept)(fd, addr, len));
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	return fresh(REAL(accept4)(fd, addr, len, flags));
+}
+
+EXPORT int pipe(int fds[2])
+{
+	int r = REAL(pipe)(fds);
+	if (r == 0) {
+		tdax_fd_forget(fds[0]);
+		tdax_fd_forget(fds[1]);
+	}
+	return r;
+}
+
+EXPORT int pipe2(int fds[2], int flags)
+{
+	int r = REAL(pipe2)(fds, flags);
+	if (r == 0) {
+		tdax_fd_forget(fds[0]);
+		tdax_fd_forget(fds[1]);
+	}
+	return r;
+}
+
+EXPORT int eventfd(unsigned int initval, int flags)
+{
+	return fresh(REAL(eventfd)(initval, flags));
+}
+
+EXPORT int memfd_create(const char *name, unsigned int flags)
+{
+	return fresh(REAL(memfd_create)(name, flags));
+}
+
+EXPORT int epoll_create(int size)
+{
+	return fresh(REAL(epoll_create)(size));
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	return fresh(REAL(epoll_create1)(flags));
+}
+
+EXPORT int timerfd_create(int clock, int flags)
+{
+	return fresh(REAL(timerfd_create)(clock, flags));
+}
+
+EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
+{
+	return fresh(REAL(signalfd)(fd, mask, flags));
+}
+
+EXPORT int inotify_init(void)
+{
+	return fresh(REAL(inotify_init)());
+}
+
+EXPORT int inotify_init1(int flags)
+{
+	return fresh(REAL(inotify_init1)(flags));
+}
+
+EXPORT int posix_openpt(int flags)
+{
+	return fresh(REAL(posix_openpt)(flags));
+}
+
+/* Temporary files libc opens by itself: not managed (their syncs are the
+ * kernel's), but their numbers must not keep an old entry. */
+EXPORT int mkstemp(char *tmpl)
+{
+	return fresh(REAL(mkstemp)(tmpl));
+}
+
+EXPORT int mkstemp64(char *tmpl)
+{
+	return fresh(REAL(mkstemp)(tmpl));
+}
+
+EXPORT int mkostemp(char *tmpl, int flags)
+{
+	return fresh(REAL(mkostemp)(tmpl, flags));
+}
+
+EXPORT int mkostemp64(char *tmpl, int flags)
+{
+	return fresh(REAL(mkostemp)(tmpl, flags));
+}
+
+EXPORT int mkstemps(char *tmpl, int suffixlen)
+{
+	return fresh(REAL(mkstemps)(tmpl, suffixlen));
+}
+
+EXPORT int mkstemps64(char *tmpl, int suffixlen)
+{
+	return fresh(REAL(mkstemps)(tmpl, suffixlen));
+}
+
+EXPORT int mkostemps(char *tmpl, int suffixlen, int flags)
+{
+	return fresh(REAL(mkostemps)(tmpl, suffixlen, flags));
+}
+
+EXPORT int mkostemps64(char *tmpl, int suffixlen, int flags)
+{
+	return fresh(REAL(mkostemps)(tmpl, suffixlen, flags));
+}
+
+EXPORT FILE *tmpfile(void)
+{
+	FILE *f = REAL(tmpfile)();
+	if (f)
+		tdax_fd_forget(fileno(f));
+	return f;
+}
+
+EXPORT FILE *tmpfile64(void)
+{
+	return tmpfile();
+}
+
+EXPORT DIR *opendir(const char *name)
+{
+	DIR *d = REAL(opendir)(name);
+	if (d)
+		tdax_fd_forget(dirfd(d));
+	return d;
+}
+
+/* Descriptors passed over a Unix socket are new numbers here. */
+static void forget_passed(const struct msghdr *msg)
+{
+	for (const struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, (struct cmsghdr *)c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			const int *fds = (const int *)CMSG_DATA(c);
+			size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < n; i++)
+				tdax_fd_forget(fds[i]);
+		}
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t r = REAL(recvmsg)(fd, msg, flags);
+	if (r >= 0 && msg->msg_controllen)
+		forget_passed(msg);
+	return r;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *timeout)
+{
+	int r = REAL(recvmmsg)(fd, v, n, flags, timeout);
+	for (int i = 0; i < r; i++)
+		if (v[i].msg_hdr.msg_controllen)
+			forget_passed(&v[i].msg_hdr);
+	return r;
+}
+
+/* ---- asynchronous I/O ----------------------------------------------- */
+
+/* A write tdax will not see completing: the file goes to the kernel's
+ * sync path for good, before the write is submitted. */
+static void async_write(int fd)
+{
+	const struct tdax_fd *e = tdax_on() ? tdax_fd_get(fd) : NULL;
+	if (e)
+		tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_ASYNC);
+}
+
+EXPORT int aio_write(struct aiocb *cb)
+{
+	async_write(cb->aio_fildes);
+	return REAL(aio_write)(cb);
+}
+
+EXPORT int aio_write64(struct aiocb64 *cb)
+{
+	async_write(cb->aio_fildes);
+	return REAL(aio_write64)(cb);
+}
+
+EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sev)
+{
+	for (int i = 0; i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode == LIO_WRITE)
+			async_write(list[i]->aio_fildes);
+	return REAL(lio_listio)(mode, list, n, sev);
+}
+
+EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sev)
+{
+	for (int i = 0; i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode == LIO_WRITE)
+			async_write(list[i]->aio_fildes);
+	return REAL(lio_listio64)(mode, list, n, sev);
+}
+
+/* libaio (the kernel's AIO): io_submit is libaio's, not libc's. */
+int io_submit(aio_context_t ctx, long n, struct iocb **iocbs);
+EXPORT int io_submit(aio_context_t ctx, long n, struct iocb **iocbs)
+{
+	for (long i = 0; i < n; i++)
+		if (iocbs[i] && (iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITE ||
+				 iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITEV))
+			async_write((int)iocbs[i]->aio_fildes);
+	return REAL(io_submit)(ctx, n, iocbs);
+}
+
+/*
+ * io_uring: its submissions name descriptors tdax never sees, so a process
+ * that sets a ring up is blind to tdax from then on: every file it has or
+ * opens for writing goes to the kernel's sync path. liburing's set-up
+ * calls are caught here; a raw io_uring_setup through syscall(2) in
+ * interpose_syscall.c.
+ */
+void tdax_go_blind(void)
+{
+	if (!tdax_on() || tdax_rt.blind)
+		return;
+	tdax_rt.blind = true;
+	for (int fd = 0; fd < TDAX_MAX_FDS; fd++) {
+		const struct tdax_fd *e = tdax_fd_get(fd);
+		if (e)
+			tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_ASYNC);
+	}
+}
+
+struct io_uring;
+struct io_uring_params;
+int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags);
+int io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+
+EXPORT int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
+{
+	tdax_go_blind();
+	return REAL(io_uring_queue_init)(entries, ring, flags);
+}
+
+EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
+				      struct io_uring_params *p)
+{
+	tdax_go_blind();
+	return REAL(io_uring_queue_init_params)(entries, ring, p);
+}
+
+/*
+ * vfork: the child shares the parent's memory until it execs, so every
+ * close, dup2 or close_range it makes on the way (CPython's subprocess
+ * does all three) would change the parent's descriptor table and make the
+ * parent forget, or worse mistake, its own descriptors. Under tdax a
+ * vfork is a fork: the same for every program that uses vfork as POSIX
+ * allows (exec or _exit in the child), at the cost of copying page tables.
+ */
+EXPORT pid_t vfork(void)
+{
+	return fork();
+}

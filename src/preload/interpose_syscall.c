@@ -1,0 +1,104 @@
+/*
+ * interpose_syscall -- syscall(2), the libc function that skips the other
+ * wrappers. A call the hooks care about (a write, a sync, a close, a
+ * rename, ...) is sent to the same hook its wrapper has; everything else
+ * goes straight to the kernel. tdax's own calls never come here (sys.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "preload/runtime.h"
+#include "core/sys.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT long syscall(long nr, ...)
+{
+	/* All six: a caller that passed fewer leaves registers (and a stack
+	 * slot) that are read and ignored, as libc's own syscall(2) does. */
+	va_list ap;
+	va_start(ap, nr);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+	/* The raw ABI of the positional calls splits the offset in two longs
+	 * (low, high); on 64-bit the low one is all of it. */
+	switch (nr) {
+	case SYS_write:
+		return write((int)a, (const void *)b, (size_t)c);
+	case SYS_pwrite64:
+		return pwrite((int)a, (const void *)b, (size_t)c, (off_t)d);
+	case SYS_writev:
+		return writev((int)a, (const struct iovec *)b, (int)c);
+	case SYS_pwritev:
+		return pwritev((int)a, (const struct iovec *)b, (int)c, (off_t)d);
+	case SYS_pwritev2:
+		return pwritev2((int)a, (const struct iovec *)b, (int)c, (off_t)d, (int)f);
+	case SYS_fsync:
+		return fsync((int)a);
+	case SYS_fdatasync:
+		return fdatasync((int)a);
+	case SYS_ftruncate:
+		return ftruncate((int)a, (off_t)b);
+	case SYS_truncate:
+		return truncate((const char *)a, (off_t)b);
+	case SYS_fallocate:
+		return fallocate((int)a, (int)b, (off_t)c, (off_t)d);
+	case SYS_copy_file_range:
+		return copy_file_range((int)a, (off_t *)b, (int)c, (off_t *)d, (size_t)e, (unsigned)f);
+	case SYS_sendfile:
+		return sendfile((int)a, (int)b, (off_t *)c, (size_t)d);
+	case SYS_splice:
+		return splice((int)a, (off_t *)b, (int)c, (off_t *)d, (size_t)e, (unsigned)f);
+	case SYS_close:
+		return close((int)a);
+	case SYS_close_range:
+		return close_range((unsigned)a, (unsigned)b, (int)c);
+	case SYS_dup:
+		return dup((int)a);
+	case SYS_dup2:
+		return dup2((int)a, (int)b);
+	case SYS_dup3:
+		return dup3((int)a, (int)b, (int)c);
+	case SYS_fcntl:
+		return fcntl((int)a, (int)b, c);
+	case SYS_open:
+		return open((const char *)a, (int)b, (mode_t)c);
+	case SYS_openat:
+		return openat((int)a, (const char *)b, (int)c, (mode_t)d);
+	case SYS_creat:
+		return creat((const char *)a, (mode_t)b);
+	case SYS_rename:
+		return rename((const char *)a, (const char *)b);
+	case SYS_renameat:
+		return renameat((int)a, (const char *)b, (int)c, (const char *)d);
+	case SYS_renameat2:
+		return renameat2((int)a, (const char *)b, (int)c, (const char *)d, (unsigned)e);
+	case SYS_unlink:
+		return unlink((const char *)a);
+	case SYS_unlinkat:
+		return unlinkat((int)a, (const char *)b, (int)c);
+	case SYS_mmap:
+		return (long)mmap((void *)a, (size_t)b, (int)c, (int)d, (int)e, (off_t)f);
+	case SYS_io_uring_setup:
+		tdax_go_blind();
+		return tdax_syscall(nr, a, b, c, d, e, f);
+	}
+	long r = tdax_syscall(nr, a, b, c, d, e, f);
+	/* Anything else that returns a descriptor makes a new one (openat2,
+	 * open_by_handle_at, pidfd_open, ...): its number's entry is stale. */
+	if (r >= 0 && (nr == SYS_openat2 || nr == SYS_open_by_handle_at || nr == SYS_pidfd_open ||
+		       nr == SYS_pidfd_getfd || nr == SYS_userfaultfd || nr == SYS_memfd_create ||
+		       nr == SYS_socket || nr == SYS_accept || nr == SYS_accept4 ||
+		       nr == SYS_eventfd2 || nr == SYS_epoll_create1 || nr == SYS_fanotify_init))
+		tdax_fd_forget((int)r);
+	return r;
+}

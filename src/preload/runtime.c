@@ -1,0 +1,271 @@
+/*
+ * runtime -- start-up, configuration, fd table, counters, warnings, fork
+ * and exit of a process under tdax.
+ *
+ * Start-up never fails the application: if the device cannot be used, tdax
+ * says so once on stderr and every call goes straight to the kernel.
+ */
+#define _GNU_SOURCE
+#include "preload/runtime.h"
+#include "core/sys.h"
+#include "core/log.h"
+#include "preload/coherent.h"
+#include "core/recover.h"
+#include "core/testaid.h"
+#include "core/trace.h"
+#include "preload/watch.h"
+#include "preload/writeback.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct tdax_runtime tdax_rt;
+struct tdax_real tdax_real;
+__thread int tdax_inside TDAX_TLS;
+
+#define RESOLVE(name) tdax_real.name = (__typeof__(tdax_real.name))dlsym(RTLD_NEXT, #name)
+
+void tdax_resolve_real(void)
+{
+	if (tdax_real.execvpe)
+		return;
+	RESOLVE(open);
+	RESOLVE(openat);
+	RESOLVE(close);
+	RESOLVE(write);
+	RESOLVE(pwrite);
+	RESOLVE(writev);
+	RESOLVE(pwritev);
+	RESOLVE(pwritev2);
+	RESOLVE(fsync);
+	RESOLVE(fdatasync);
+	RESOLVE(ftruncate);
+	RESOLVE(fallocate);
+	RESOLVE(posix_fallocate);
+	RESOLVE(dup);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(fcntl);
+	RESOLVE(mmap);
+	RESOLVE(rename);
+	RESOLVE(renameat);
+	RESOLVE(renameat2);
+	RESOLVE(unlink);
+	RESOLVE(unlinkat);
+	RESOLVE(truncate);
+	RESOLVE(copy_file_range);
+	RESOLVE(sendfile);
+	RESOLVE(splice);
+	RESOLVE(fopen);
+	RESOLVE(fdopen);
+	RESOLVE(execve);
+	RESOLVE(execvpe);
+}
+
+void tdax_warn(const char *fmt, const char *a, const char *b)
+{
+	if (tdax_rt.quiet)
+		return;
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "tdax[%d]: ", (int)getpid());
+	n += snprintf(line + n, sizeof(line) - (size_t)n, fmt, a, b);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	tdax_inside++;
+	/* The write-back thread has a descriptor table of its own (fdtable.h):
+	 * the application's stderr, as it is now, through /proc. */
+	int fd = tdax_fds_private ? tdax_real.open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
+	if (fd >= 0 && tdax_real.write(fd, line, (size_t)n) < 0)
+		n = 0;
+	if (fd != 2 && fd >= 0)
+		tdax_real.close(fd);
+	tdax_inside--;
+}
+
+void tdax_fallback(enum tdax_fallback why, const char *path)
+{
+	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	if (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED)
+		return; /* the normal course of things: counted, not worth a warning */
+	uint32_t bit = 1u << why;
+	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
+		return;
+	tdax_warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
+	     "(TDAX_QUIET=1 silences this)", path, tdax_fallback_name(why));
+}
+
+void tdax_stats_flush(void)
+{
+	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
+	for (int i = 0; i < TDAX_ST_COUNT; i++) {
+		uint64_t now = atomic_load(&tdax_rt.count[i]);
+		if (now != tdax_rt.flushed[i]) {
+			atomic_fetch_add(&dst[i], now - tdax_rt.flushed[i]);
+			tdax_rt.flushed[i] = now;
+		}
+	}
+}
+
+/* After exec the fds are inherited but the table is new: rebuild it. */
+static void adopt_inherited_fds(void)
+{
+	int dfd = tdax_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			tdax_sys_close(dfd);
+		return;
+	}
+	int self = dirfd(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd == self)
+			continue;
+		int fl = tdax_real.fcntl(fd, F_GETFL);
+		if (fl >= 0)
+			tdax_fd_manage(fd, NULL, fl & ~(O_CREAT | O_TRUNC));
+	}
+	closedir(d);
+}
+
+/* A tunable from the environment: dflt if unset; a value that is not a
+ * size, or is outside lo..hi, is said once (unless quiet) and replaced by
+ * dflt or clamped into the range. */
+static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
+{
+	const char *s = secure_getenv(name);
+	uint64_t v;
+	char msg[160];
+	if (!s || !*s)
+		return dflt;
+	if (tdax_parse_size(s, &v) != 0) {
+		snprintf(msg, sizeof(msg), "='%s' is not a number; using the default %llu", s,
+			 (unsigned long long)dflt);
+		tdax_warn("%s%s", name, msg);
+		return dflt;
+	}
+	if (v >= lo && v <= hi)
+		return v;
+	uint64_t c = v < lo ? lo : hi;
+	snprintf(msg, sizeof(msg), "=%s is outside %llu..%llu; using %llu", s, (unsigned long long)lo,
+		 (unsigned long long)hi, (unsigned long long)c);
+	tdax_warn("%s%s", name, msg);
+	return c;
+}
+
+static void configure(void)
+{
+	const char *q = secure_getenv("TDAX_QUIET");
+	tdax_rt.quiet = q && !strcmp(q, "1"); /* first: every warning below respects it */
+	const char *p = secure_getenv("TDAX_POLICY");
+	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
+		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
+		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
+						    : TDAX_POLICY_THESIS;
+	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
+		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
+#ifdef TDAX_TEST_BUILD
+	const char *lie = TDAX_TEST_ENV("LIE");
+	tdax_rt.test_lie = lie && !strcmp(lie, "1");
+#endif
+	/* The ranges are in docs/cli.md. An interval of 0 would spin a CPU. */
+	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10, 1, 10000) * 1000000u;
+	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000, 1, 86400000) * 1000000u;
+	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40);
+	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90, 1, 100);
+}
+
+/* Bring the device up to date before this process writes to it. */
+static int attach(struct tdax_device *dev)
+{
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	bool lost = tdax_device_boot_changed(dev);
+	/* After a reboot: replay what the last boot left. After a crash of
+	 * another process on this boot: sync and release what it left. */
+	if (lost || tdax_log_seal_dead(dev)) {
+		int rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
+		if (rc < 0) {
+			tdax_warn("%s: %s", dev->path, e.msg);
+			return -1;
+		}
+		if (rc > 0 && lost) {
+			tdax_warn("%s: %s", dev->path, "some records could not be recovered; run 'tdax "
+			     "recover' to see which. tdax is off in this process");
+			tdax_recover_report_free(&r);
+			return -1;
+		}
+		tdax_recover_report_free(&r);
+	}
+	if (lost || dev->st->clean != TDAX_STATE_UNCLEAN)
+		tdax_device_set_state(dev, TDAX_STATE_UNCLEAN);
+	return 0;
+}
+
+static void at_fork_child(void)
+{
+	for (int i = 0; i < TDAX_ST_COUNT; i++)
+		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
+	tdax_writeback_after_fork();
+	tdax_trace_after_fork();
+}
+
+static void at_exit(void)
+{
+	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
+		return;
+	tdax_inside++;
+	tdax_writeback_pass(1);
+	tdax_trace_flush();
+	tdax_log_seal_mine(tdax_rt.dev);
+	tdax_inside--;
+}
+
+__attribute__((constructor)) static void tdax_start(void)
+{
+	tdax_resolve_real();
+	tdax_inside++;
+	configure();
+	/* Started with stderr closed (a daemon): fd 2 may become one of the
+	 * application's files, so tdax says nothing rather than write into it. */
+	if (tdax_real.fcntl(2, F_GETFD) < 0)
+		tdax_rt.quiet = true;
+	const char *path = secure_getenv("TDAX_DEVICE");
+	if (!path || !*path)
+		path = tdax_default_device();
+	const char *shared = secure_getenv("TDAX_ALLOW_SHARED");
+	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
+	struct tdax_device *dev;
+	struct tdax_err e;
+	if (tdax_device_open(path, flags, &dev, &e) != 0) {
+		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
+		tdax_inside--;
+		return;
+	}
+	tdax_rt.touched = calloc(dev->sb->max_files, 1);
+	tdax_rt.named = calloc(dev->sb->max_files, 1);
+	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || attach(dev) != 0) {
+		tdax_device_close(dev);
+		tdax_inside--;
+		return;
+	}
+	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
+	tdax_rt.dev = dev;
+	tdax_watch_start();
+	tdax_trace_start(dev, tdax_ownfd_keep);
+	adopt_inherited_fds();
+	pthread_atfork(NULL, NULL, at_fork_child);
+	atexit(at_exit);
+	tdax_inside--;
+}

@@ -1,0 +1,26 @@
+/*
+ * tracking -- the runtime side of the policy: feeds writes and syncs of managed
+ * files to the policy (policy/track.h) through the device's range table, tells the
+ * write path whether a write is to be logged, and runs the upgrade and
+ * downgrade jobs, re-evaluation and pressure downgrades from the
+ * write-back thread.
+ */
+#ifndef TDAX_TRACKING_H
+#define TDAX_TRACKING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A write of len bytes at off reached the file: track it. True if every
+ * range it touched is logged (the policy says: copy it into the device). */
+bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
+
+/* A sync of the file: count its writebacks and decide. */
+void tdax_tracking_sync(uint32_t idx, uint32_t gen);
+
+/* One pass of the worker: jobs, re-evaluation; under pressure (log fuller
+ * than the high watermark) downgrade the ranges with the lowest M first. */
+void tdax_tracking_work(bool pressure);
+
+#endif
