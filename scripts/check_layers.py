@@ -54,6 +54,8 @@ def call_edges(objdir):
     defined, wanted = {}, defaultdict(set)
     for o in sorted(Path(objdir).glob("*/*.o")):
         mod = f"{o.parent.name}/{o.stem}"
+        if not (SRC / f"{mod}.c").exists():
+            continue  # left by an older build of a file since removed
         for row in nm(o):
             if len(row) == 2 and row[0] == "U":
                 wanted[mod].add(row[1])

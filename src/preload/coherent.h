@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "preload/runtime.h"
+#include "preload/fdtable.h"
+#include "preload/state.h"
 
 /* Bracket a real write through a managed fd (the sync guard allows for
  * growth by writes in flight). */

@@ -1,6 +1,7 @@
 /*
- * fdtable -- which of the process's file descriptors tdax manages, and the
- * descriptors tdax keeps open for itself.
+ * fdtable -- the table of the process's file descriptors tdax manages, and
+ * the descriptors tdax keeps open for itself. Which descriptors get an entry
+ * is manage.h's choice; this file only keeps the table true.
  *
  * The table is indexed by descriptor number and trusted on the write path
  * without a system call, so it must never outlive the descriptor: every
@@ -50,16 +51,10 @@ static inline const struct tdax_fd *tdax_fd_get(int fd)
 /* Allocate the table (at start-up); -1 if it cannot be had. */
 int tdax_fdtable_init(void);
 
-/* Start managing fd (just opened, or inherited) if it is a regular file
- * opened for writing; flags are its open flags. Forgets whatever entry the
- * number had before, managed or not. */
-void tdax_fd_manage(int fd, const char *path_or_null, int flags);
 /* The number fd no longer names what the entry says (closed, reused). */
 void tdax_fd_forget(int fd);
 /* Numbers first..last (inclusive) are closed. */
 void tdax_fd_forget_range(unsigned first, unsigned last);
-/* to is now a duplicate of from (dup, dup2, F_DUPFD). */
-void tdax_fd_copy(int from, int to);
 
 /* Does fd still name the file its entry was made for? One statx; size is
  * filled in on the way (the sync guard needs it). */
@@ -85,8 +80,7 @@ int tdax_ownfd_close_range(unsigned first, unsigned last, int flags);
  * opens for checkpoints then never take a number the application's open()
  * expects or its dup2() targets; without unshare(2) it shares as before. */
 void tdax_fdtable_unshare(void);
-/* This thread has its own table (the application's stderr is not fd 2 here). */
-extern __thread bool tdax_fds_private __attribute__((tls_model("initial-exec")));
+/* (tdax_fds_private, state.h, then says so for this thread.) */
 
 /*
  * Twins. O_SYNC and O_DSYNC stay on the application's descriptor, so that

@@ -18,12 +18,13 @@
 #include <unistd.h>
 
 #include "preload/coherent.h"
-#include "preload/runtime.h"
+#include "preload/manage.h"
+#include "preload/fdtable.h"
+#include "preload/interpose.h"
+#include "preload/state.h"
 #include "core/shadow.h"
 #include "core/trace.h"
 #include "preload/writeback.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 static const struct tdax_fd *managed(int fd)
 {
@@ -61,7 +62,7 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	int fd = tdax_real.openat(dirfd, path, flags, mode);
 	if (fd >= 0) {
 		int e = errno;
-		tdax_fd_manage(fd, path, flags);
+		tdax_manage(fd, path, flags);
 		errno = e;
 	}
 	return fd;

@@ -28,9 +28,10 @@
 #include <unistd.h>
 
 #include "preload/coherent.h"
-#include "preload/runtime.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include "preload/manage.h"
+#include "preload/fdtable.h"
+#include "preload/interpose.h"
+#include "preload/state.h"
 
 /* The next definition of `name` (libc's, or libaio's and liburing's for
  * theirs), looked up on first use. */
@@ -106,7 +107,7 @@ EXPORT int dup(int fd)
 	}
 	int r = tdax_real.dup(fd);
 	if (r >= 0)
-		tdax_fd_copy(fd, r);
+		tdax_manage_dup(fd, r);
 	return r;
 }
 
@@ -121,7 +122,7 @@ EXPORT int dup2(int fd, int to)
 	tdax_ownfd_evict(to);
 	int r = tdax_real.dup2(fd, to);
 	if (r >= 0 && r != fd)
-		tdax_fd_copy(fd, r);
+		tdax_manage_dup(fd, r);
 	return r;
 }
 
@@ -136,7 +137,7 @@ EXPORT int dup3(int fd, int to, int flags)
 	tdax_ownfd_evict(to);
 	int r = tdax_real.dup3(fd, to, flags);
 	if (r >= 0)
-		tdax_fd_copy(fd, r);
+		tdax_manage_dup(fd, r);
 	return r;
 }
 
@@ -156,7 +157,7 @@ static int do_fcntl(int fd, int cmd, void *arg)
 	switch (cmd) {
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
-		tdax_fd_copy(fd, r);
+		tdax_manage_dup(fd, r);
 		break;
 	case F_SETFL:
 		if (e) {

@@ -15,10 +15,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "preload/runtime.h"
+#include "preload/fdtable.h"
+#include "preload/interpose.h"
+#include "preload/state.h"
 #include "core/sys.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 EXPORT long syscall(long nr, ...)
 {

@@ -7,10 +7,9 @@
 #define _GNU_SOURCE
 #include "preload/tracking.h"
 #include "core/control.h"
-#include "preload/coherent.h"
 #include "core/ranges.h"
-#include "preload/runtime.h"
-#include "preload/writeback.h"
+#include "preload/state.h"
+#include "preload/wake.h"
 
 static inline struct tdax_file_rt *rt_of(uint32_t idx)
 {
@@ -93,14 +92,14 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 		uint32_t v = atomic_exchange(&rt->dirty_ranges[i], 0);
 		struct tdax_range *r = v && v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;
 		if (r && belongs(r, idx, gen) && tdax_track_sync(&r->t, &t, now, stream) != TDAX_KEEP)
-			tdax_writeback_kick();
+			tdax_wake();
 	}
 	if (atomic_exchange(&rt->dirty_overflow, 0)) {
 		for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 			struct tdax_range *r = tdax_range_at(dev, i);
 			if (belongs(r, idx, gen) && atomic_load(&r->t.dirty) &&
 			    tdax_track_sync(&r->t, &t, now, stream) != TDAX_KEEP)
-				tdax_writeback_kick();
+				tdax_wake();
 		}
 	}
 }
@@ -111,7 +110,7 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
  * a live holder was left by a worker that died, and is run again (else the
  * range would stay UPGRADING or DOWNGRADING, logged, for good).
  */
-static void run_job(struct tdax_range *r)
+static void run_job(struct tdax_range *r, int (*checkpoint)(uint32_t idx))
 {
 	if (tdax_range_file(r) >= tdax_rt.dev->sb->max_files)
 		return; /* a damaged entry: no file to run a job on */
@@ -122,7 +121,7 @@ static void run_job(struct tdax_range *r)
 	if (job != TDAX_KEEP) {
 		bool ok = true;
 		if (job == TDAX_DOWNGRADE)
-			ok = tdax_coherent_checkpoint_file(tdax_range_file(r)) == 0;
+			ok = checkpoint(tdax_range_file(r)) == 0;
 		tdax_track_job_end(&r->t, job, ok);
 		if (ok)
 			tdax_count(job == TDAX_UPGRADE ? TDAX_ST_UPGRADES : TDAX_ST_DOWNGRADES, 1);
@@ -130,7 +129,7 @@ static void run_job(struct tdax_range *r)
 	tdax_pidlock_release(&r->job_pid);
 }
 
-void tdax_tracking_work(bool pressure)
+void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx))
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
@@ -147,7 +146,7 @@ void tdax_tracking_work(bool pressure)
 			continue; /* its file is gone */
 		if (atomic_load(&r->t.state) == TDAX_R_UPGRADED)
 			tdax_track_reevaluate(&r->t, &t, now);
-		run_job(r);
+		run_job(r, checkpoint);
 		if (pressure && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
 			int m = tdax_track_metric(&r->t, &t, now);
 			if (lowest < 0 || m < lowest)
@@ -162,7 +161,7 @@ void tdax_tracking_work(bool pressure)
 		if (atomic_load(&r->key) && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
 			int m = tdax_track_metric(&r->t, &t, now);
 			if ((m < 0 ? 0 : m) <= lowest && tdax_track_force_downgrade(&r->t))
-				run_job(r);
+				run_job(r, checkpoint);
 		}
 	}
 }

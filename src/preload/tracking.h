@@ -16,11 +16,14 @@
  * range it touched is logged (the policy says: copy it into the device). */
 bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 
-/* A sync of the file: count its writebacks and decide. */
+/* A sync of the file: count its writebacks and decide; a range marked for
+ * a job wakes the write-back thread (wake.h). */
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
 
 /* One pass of the worker: jobs, re-evaluation; under pressure (log fuller
- * than the high watermark) downgrade the ranges with the lowest M first. */
-void tdax_tracking_work(bool pressure);
+ * than the high watermark) downgrade the ranges with the lowest M first.
+ * A downgrade job checkpoints the file with checkpoint(file index), which
+ * returns 0 on success (the write-back thread passes coherent mode's). */
+void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx));
 
 #endif

@@ -4,7 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/watch.h"
 #include "core/sys.h"
-#include "preload/runtime.h"
+#include "preload/state.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -6,18 +6,16 @@
 #include "core/log.h"
 #include "preload/coherent.h"
 #include "preload/tracking.h"
-#include "preload/runtime.h"
+#include "preload/state.h"
 #include "core/trace.h"
+#include "preload/fdtable.h"
+#include "preload/wake.h"
 #include "preload/watch.h"
 
 #include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 static _Atomic int running;
-static pthread_mutex_t kick_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t kick_cond = PTHREAD_COND_INITIALIZER;
-static _Atomic int kicked;
 
 void tdax_writeback_pass(int all)
 {
@@ -41,7 +39,7 @@ void tdax_writeback_pass(int all)
 		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
 			tdax_coherent_checkpoint_file(i);
 	}
-	tdax_tracking_work(pressure);
+	tdax_tracking_work(pressure, tdax_coherent_checkpoint_file);
 	if (tdax_log_seal_dead(dev) || pressure)
 		tdax_log_reclaim(dev);
 	tdax_stats_flush();
@@ -57,17 +55,7 @@ static void *thread_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
 	for (;;) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + tdax_rt.wb_interval_ns;
-		ts.tv_sec += (time_t)(ns / 1000000000u);
-		ts.tv_nsec = (long)(ns % 1000000000u);
-		pthread_mutex_lock(&kick_lock);
-		while (!atomic_load(&kicked) &&
-		       pthread_cond_timedwait(&kick_cond, &kick_lock, &ts) == 0)
-			;
-		atomic_store(&kicked, 0);
-		pthread_mutex_unlock(&kick_lock);
+		tdax_wake_wait(tdax_rt.wb_interval_ns);
 		tdax_writeback_pass(0);
 	}
 	return NULL;
@@ -92,19 +80,8 @@ void tdax_writeback_ensure(void)
 	pthread_attr_destroy(&a);
 }
 
-void tdax_writeback_kick(void)
-{
-	if (atomic_exchange(&kicked, 1))
-		return;
-	pthread_mutex_lock(&kick_lock);
-	pthread_cond_signal(&kick_cond);
-	pthread_mutex_unlock(&kick_lock);
-}
-
 void tdax_writeback_after_fork(void)
 {
 	atomic_store(&running, 0);
-	atomic_store(&kicked, 0);
-	pthread_mutex_init(&kick_lock, NULL);
-	pthread_cond_init(&kick_cond, NULL);
+	tdax_wake_after_fork();
 }

@@ -15,9 +15,6 @@ void tdax_writeback_ensure(void);
  * file this process logged to, whatever its age. */
 void tdax_writeback_pass(int all);
 
-/* Wake the thread now (a range was marked for a job). */
-void tdax_writeback_kick(void);
-
 /* The child of a fork has no write-back thread. */
 void tdax_writeback_after_fork(void);
 

@@ -1,18 +1,20 @@
 /*
- * runtime -- start-up, configuration, fd table, counters, warnings, fork
- * and exit of a process under tdax.
+ * start -- the top of the preload layer: the library's constructor
+ * (configuration from the environment, the device opened and brought up to
+ * date, descriptors inherited across exec adopted), fork and exit.
  *
  * Start-up never fails the application: if the device cannot be used, tdax
  * says so once on stderr and every call goes straight to the kernel.
  */
 #define _GNU_SOURCE
-#include "preload/runtime.h"
-#include "core/sys.h"
 #include "core/log.h"
-#include "preload/coherent.h"
 #include "core/recover.h"
+#include "core/sys.h"
 #include "core/testaid.h"
 #include "core/trace.h"
+#include "preload/fdtable.h"
+#include "preload/manage.h"
+#include "preload/state.h"
 #include "preload/watch.h"
 #include "preload/writeback.h"
 
@@ -27,94 +29,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-struct tdax_runtime tdax_rt;
-struct tdax_real tdax_real;
-__thread int tdax_inside TDAX_TLS;
-
-#define RESOLVE(name) tdax_real.name = (__typeof__(tdax_real.name))dlsym(RTLD_NEXT, #name)
-
-void tdax_resolve_real(void)
-{
-	if (tdax_real.execvpe)
-		return;
-	RESOLVE(open);
-	RESOLVE(openat);
-	RESOLVE(close);
-	RESOLVE(write);
-	RESOLVE(pwrite);
-	RESOLVE(writev);
-	RESOLVE(pwritev);
-	RESOLVE(pwritev2);
-	RESOLVE(fsync);
-	RESOLVE(fdatasync);
-	RESOLVE(ftruncate);
-	RESOLVE(fallocate);
-	RESOLVE(posix_fallocate);
-	RESOLVE(dup);
-	RESOLVE(dup2);
-	RESOLVE(dup3);
-	RESOLVE(fcntl);
-	RESOLVE(mmap);
-	RESOLVE(rename);
-	RESOLVE(renameat);
-	RESOLVE(renameat2);
-	RESOLVE(unlink);
-	RESOLVE(unlinkat);
-	RESOLVE(truncate);
-	RESOLVE(copy_file_range);
-	RESOLVE(sendfile);
-	RESOLVE(splice);
-	RESOLVE(fopen);
-	RESOLVE(fdopen);
-	RESOLVE(execve);
-	RESOLVE(execvpe);
-}
-
-void tdax_warn(const char *fmt, const char *a, const char *b)
-{
-	if (tdax_rt.quiet)
-		return;
-	char line[1024];
-	int n = snprintf(line, sizeof(line), "tdax[%d]: ", (int)getpid());
-	n += snprintf(line + n, sizeof(line) - (size_t)n, fmt, a, b);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	line[n++] = '\n';
-	tdax_inside++;
-	/* The write-back thread has a descriptor table of its own (fdtable.h):
-	 * the application's stderr, as it is now, through /proc. */
-	int fd = tdax_fds_private ? tdax_real.open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
-	if (fd >= 0 && tdax_real.write(fd, line, (size_t)n) < 0)
-		n = 0;
-	if (fd != 2 && fd >= 0)
-		tdax_real.close(fd);
-	tdax_inside--;
-}
-
-void tdax_fallback(enum tdax_fallback why, const char *path)
-{
-	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
-	if (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED)
-		return; /* the normal course of things: counted, not worth a warning */
-	uint32_t bit = 1u << why;
-	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
-		return;
-	tdax_warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
-	     "(TDAX_QUIET=1 silences this)", path, tdax_fallback_name(why));
-}
-
-void tdax_stats_flush(void)
-{
-	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
-	for (int i = 0; i < TDAX_ST_COUNT; i++) {
-		uint64_t now = atomic_load(&tdax_rt.count[i]);
-		if (now != tdax_rt.flushed[i]) {
-			atomic_fetch_add(&dst[i], now - tdax_rt.flushed[i]);
-			tdax_rt.flushed[i] = now;
-		}
-	}
-}
 
 /* After exec the fds are inherited but the table is new: rebuild it. */
 static void adopt_inherited_fds(void)
@@ -134,7 +48,7 @@ static void adopt_inherited_fds(void)
 			continue;
 		int fl = tdax_real.fcntl(fd, F_GETFL);
 		if (fl >= 0)
-			tdax_fd_manage(fd, NULL, fl & ~(O_CREAT | O_TRUNC));
+			tdax_manage(fd, NULL, fl & ~(O_CREAT | O_TRUNC));
 	}
 	closedir(d);
 }

@@ -1,0 +1,21 @@
+/*
+ * manage -- which of the process's descriptors tdax manages: a regular
+ * file opened for writing, on a file system where a sync costs something,
+ * that the device's file table can register. Its entry in the fdtable then
+ * says which file it is; the file's mode (coherent.h) says how its writes
+ * and syncs are served.
+ */
+#ifndef TDAX_MANAGE_H
+#define TDAX_MANAGE_H
+
+/* fd was just opened (or inherited across exec) with these open flags:
+ * manage it if it qualifies. Forgets whatever entry the number had before,
+ * managed or not. path_or_null names it in warnings. */
+void tdax_manage(int fd, const char *path_or_null, int flags);
+
+/* to is now a duplicate of from (dup, dup2, F_DUPFD): it shares from's
+ * entry. A number beyond the table makes the file kernel-only (writes
+ * through it would go unseen). */
+void tdax_manage_dup(int from, int to);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * state -- the process's tdax state (state.h): the real functions, counters,
+ * warnings and fallbacks.
+ */
+#define _GNU_SOURCE
+#include "preload/state.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+struct tdax_runtime tdax_rt;
+struct tdax_real tdax_real;
+__thread int tdax_inside TDAX_TLS;
+__thread bool tdax_fds_private TDAX_TLS;
+
+#define RESOLVE(name, ret, params) tdax_real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+
+void tdax_resolve_real(void)
+{
+	if (tdax_real.execvpe)
+		return;
+	TDAX_REAL_FUNCTIONS(RESOLVE)
+}
+
+void tdax_warn(const char *fmt, const char *a, const char *b)
+{
+	if (tdax_rt.quiet)
+		return;
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "tdax[%d]: ", (int)getpid());
+	n += snprintf(line + n, sizeof(line) - (size_t)n, fmt, a, b);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	tdax_inside++;
+	/* The write-back thread has a descriptor table of its own (fdtable.h):
+	 * the application's stderr, as it is now, through /proc. */
+	int fd = tdax_fds_private ? tdax_real.open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
+	if (fd >= 0 && tdax_real.write(fd, line, (size_t)n) < 0)
+		n = 0;
+	if (fd != 2 && fd >= 0)
+		tdax_real.close(fd);
+	tdax_inside--;
+}
+
+void tdax_fallback(enum tdax_fallback why, const char *path)
+{
+	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	if (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED)
+		return; /* the normal course of things: counted, not worth a warning */
+	uint32_t bit = 1u << why;
+	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
+		return;
+	tdax_warn("%s: falling back to the kernel's sync (%s); further cases are only counted "
+	     "(TDAX_QUIET=1 silences this)", path, tdax_fallback_name(why));
+}
+
+void tdax_stats_flush(void)
+{
+	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
+	for (int i = 0; i < TDAX_ST_COUNT; i++) {
+		uint64_t now = atomic_load(&tdax_rt.count[i]);
+		if (now != tdax_rt.flushed[i]) {
+			atomic_fetch_add(&dst[i], now - tdax_rt.flushed[i]);
+			tdax_rt.flushed[i] = now;
+		}
+	}
+}

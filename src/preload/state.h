@@ -1,0 +1,123 @@
+/*
+ * state -- the state of one process under tdax, at the bottom of the
+ * preload layer: its view of the device, configuration (from the
+ * environment `tdax run` sets; filled in by start.c), its private counters,
+ * one-line warnings and fallbacks, and the table of the real C library
+ * functions the hooks replace.
+ */
+#ifndef TDAX_STATE_H
+#define TDAX_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "core/device.h"
+#include "core/files.h"
+#include "core/stats.h"
+
+enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER };
+
+struct tdax_runtime {
+	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
+	enum tdax_policy policy;
+	bool quiet;
+#ifdef TDAX_TEST_BUILD
+	bool test_lie;               /* TDAX_TEST_LIE=1: positive control, see coherent.c */
+#endif
+	uint64_t wb_interval_ns;     /* how often the write-back thread looks */
+	uint64_t wb_age_ns;          /* records older than this are checkpointed */
+	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
+	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
+	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
+	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
+	uint8_t *touched;            /* per file entry: this process logged to it */
+	uint8_t *named;              /* per file entry: its path is in the trace */
+	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
+	uint64_t flushed[TDAX_ST_COUNT];         /* the part already added to the device */
+	_Atomic uint32_t warned;     /* bit per fallback reason already reported */
+};
+
+extern struct tdax_runtime tdax_rt;
+
+/*
+ * The real C library functions, resolved with dlsym(RTLD_NEXT): one list,
+ * X(name, return type, parameters), for the table and its resolution.
+ */
+#define TDAX_REAL_FUNCTIONS(X)                                                        \
+	X(open, int, (const char *, int, ...))                                        \
+	X(openat, int, (int, const char *, int, ...))                                 \
+	X(close, int, (int))                                                          \
+	X(write, ssize_t, (int, const void *, size_t))                                \
+	X(pwrite, ssize_t, (int, const void *, size_t, off_t))                        \
+	X(writev, ssize_t, (int, const struct iovec *, int))                          \
+	X(pwritev, ssize_t, (int, const struct iovec *, int, off_t))                  \
+	X(pwritev2, ssize_t, (int, const struct iovec *, int, off_t, int))            \
+	X(fsync, int, (int))                                                          \
+	X(fdatasync, int, (int))                                                      \
+	X(ftruncate, int, (int, off_t))                                               \
+	X(fallocate, int, (int, int, off_t, off_t))                                   \
+	X(posix_fallocate, int, (int, off_t, off_t))                                  \
+	X(dup, int, (int))                                                            \
+	X(dup2, int, (int, int))                                                      \
+	X(dup3, int, (int, int, int))                                                 \
+	X(fcntl, int, (int, int, ...))                                                \
+	X(mmap, void *, (void *, size_t, int, int, int, off_t))                       \
+	X(rename, int, (const char *, const char *))                                  \
+	X(renameat, int, (int, const char *, int, const char *))                      \
+	X(renameat2, int, (int, const char *, int, const char *, unsigned))           \
+	X(unlink, int, (const char *))                                                \
+	X(unlinkat, int, (int, const char *, int))                                    \
+	X(truncate, int, (const char *, off_t))                                       \
+	X(copy_file_range, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))   \
+	X(sendfile, ssize_t, (int, int, off_t *, size_t))                             \
+	X(splice, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))            \
+	X(fopen, void *, (const char *, const char *))                                \
+	X(fdopen, void *, (int, const char *))                                        \
+	X(execve, int, (const char *, char *const[], char *const[]))                  \
+	X(execvpe, int, (const char *, char *const[], char *const[]))
+
+#define TDAX_REAL_FIELD(name, ret, params) ret(*name) params;
+struct tdax_real {
+	TDAX_REAL_FUNCTIONS(TDAX_REAL_FIELD)
+};
+#undef TDAX_REAL_FIELD
+extern struct tdax_real tdax_real;
+/* Fill tdax_real (once; the hooks call it when they run before the
+ * constructor, as from another library's constructor). */
+void tdax_resolve_real(void);
+
+/* Thread-locals of the hot path: initial-exec, so that reading one is a
+ * load and not a call to __tls_get_addr (libtdax.so is loaded at start). */
+#define TDAX_TLS __attribute__((tls_model("initial-exec")))
+
+/* Calls tdax makes itself pass straight through the hooks. */
+extern __thread int tdax_inside TDAX_TLS;
+
+/* This thread has a descriptor table of its own (the write-back thread,
+ * fdtable.h): the application's descriptors are not its own. */
+extern __thread bool tdax_fds_private TDAX_TLS;
+
+static inline bool tdax_on(void)
+{
+	return tdax_rt.dev != NULL && !tdax_inside &&
+	       !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed);
+}
+
+static inline void tdax_count(enum tdax_stat s, uint64_t n)
+{
+	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);
+}
+
+/* One line on stderr, "tdax[PID]: " and fmt with a and b (unless quiet). */
+void tdax_warn(const char *fmt, const char *a, const char *b);
+
+/* Count a fallback and say so once per process and reason (unless quiet). */
+void tdax_fallback(enum tdax_fallback why, const char *path);
+
+/* Add this process's counters into the device's. */
+void tdax_stats_flush(void);
+
+#endif
