@@ -19,6 +19,30 @@
 #include "preload/fdtable.h"
 #include "preload/state.h"
 
+/* ---- entry points per operation (coherent_ops.c) ------------------- */
+
+/* A write of iov (n entries) through managed fd at off, or at the file
+ * position when off is -1; rwf: pwritev2's flags. Returns what the call
+ * returns. */
+ssize_t tdax_coherent_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+			    int rwf);
+
+/* ftruncate, truncate and fallocate of a managed file: checkpointed first
+ * where records could be replayed over the result. */
+int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len);
+int tdax_coherent_truncate(const char *path, off_t len);
+int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);
+
+/* The kernel changed the file's size or layout, or moved bytes into it
+ * unseen (copy_file_range, sendfile, splice): the next sync is real. */
+void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback why);
+
+/* A stdio stream writes to the file open as fd through glibc's internal
+ * calls, which tdax does not see: the file goes to the kernel for good. */
+void tdax_coherent_stdio(int fd);
+
+/* ---- the write and sync path (coherent.c) ---------------------------- */
+
 /* Bracket a real write through a managed fd (the sync guard allows for
  * growth by writes in flight). */
 void tdax_coherent_write_begin(const struct tdax_fd *e);

@@ -1,0 +1,226 @@
+/*
+ * coherent_ops -- coherent mode's entry per operation (coherent.h): the
+ * hooks decode a call on a managed descriptor and hand it here. A write
+ * goes to the kernel (the page cache stays coherent) and, when its range is
+ * upgraded, into the log; a change of size or layout makes the next sync
+ * real; one that would leave records to be replayed over it checkpoints
+ * first.
+ */
+#define _GNU_SOURCE
+#include "preload/coherent.h"
+#include "core/trace.h"
+#include "core/util.h"
+#include "preload/writeback.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <unistd.h>
+
+static void unlogged(const struct tdax_fd *e)
+{
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, e->file_plus1 - 1, 0, 0, 1);
+	atomic_fetch_add(&tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.uncovered, 1);
+	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+}
+
+/*
+ * pwritev2 flags whose effect on the file tdax knows: where the bytes land
+ * (RWF_APPEND, RWF_NOAPPEND), when the call returns (RWF_DSYNC, RWF_SYNC:
+ * tdax's to honour), and ones that change neither the bytes nor where they
+ * go (RWF_HIPRI, RWF_NOWAIT, RWF_ATOMIC, RWF_DONTCACHE: the page cache
+ * still holds the write until write-back, as the log does). A write with
+ * any other flag goes to the kernel as asked and makes the file uncovered:
+ * a flag tdax does not know may mean anything.
+ */
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x20
+#endif
+#ifndef RWF_ATOMIC
+#define RWF_ATOMIC 0x40
+#endif
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x80
+#endif
+#define RWF_UNDERSTOOD (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND | RWF_NOAPPEND | \
+			RWF_ATOMIC | RWF_DONTCACHE)
+
+static void passed_through(const struct tdax_fd *e)
+{
+	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+	tdax_coherent_uncover(e->file_plus1 - 1, TDAX_FB_PASSTHROUGH);
+}
+
+/* O_SYNC/O_DSYNC (or RWF_SYNC/RWF_DSYNC): the write is complete only once
+ * its data is durable. */
+static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsync, bool sync)
+{
+	if (r > 0 && (dsync || sync || (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC))) &&
+	    tdax_coherent_sync(fd, e, !(sync || (e->flags & TDAX_FD_SYNC))) != 0)
+		return -1;
+	return r;
+}
+
+/* This thread is inside positional(), holding its file's position lock. */
+static __thread int in_positional TDAX_TLS;
+
+/* The real positional write, with pwritev2's flags when there are some. */
+static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, int rwf)
+{
+	if (rwf)
+		return tdax_real.pwritev2(fd, iov, n, off, rwf);
+	return n == 1 ? tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off)
+		      : tdax_real.pwritev(fd, iov, n, off);
+}
+
+/*
+ * A write at the file position (write, writev, O_APPEND): the kernel picks
+ * the offset, so tdax writers of one file take turns, and the offset is
+ * read back from the position the write left. Through a twin (O_SYNC,
+ * O_DSYNC), the application's descriptor keeps the position: read it,
+ * write there (or at the end, the twin has O_APPEND too), move it on.
+ */
+static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
+{
+	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
+	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
+	if (in_positional) {
+		/* A signal handler interrupted this thread's own positional
+		 * write: the lock is ours already. The kernel's write, unlogged. */
+		ssize_t r = rwf ? tdax_real.pwritev2(fd, iov, n, -1, rwf) : tdax_real.writev(fd, iov, n);
+		if (r > 0)
+			unlogged(e);
+		return r;
+	}
+	tdax_coherent_write_begin(e);
+	in_positional = 1;
+	tdax_pidlock_acquire(lock);
+	ssize_t r;
+	off_t end = -1;
+	bool at_end = (rwf & RWF_APPEND) || ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND));
+	if (e->twin_plus1 && !at_end) {
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		r = pos < 0 ? -1 : real_pwrite(wfd, iov, n, pos, rwf);
+		if (r > 0 && lseek(fd, pos + r, SEEK_SET) >= 0)
+			end = pos + r;
+	} else {
+		r = rwf ? tdax_real.pwritev2(wfd, iov, n, -1, rwf)
+		    : n == 1 ? tdax_real.write(wfd, iov[0].iov_base, iov[0].iov_len)
+			     : tdax_real.writev(wfd, iov, n);
+		end = r > 0 ? lseek(wfd, 0, SEEK_CUR) : -1;
+		if (e->twin_plus1 && end >= 0)
+			lseek(fd, end, SEEK_SET);
+	}
+	int err = errno;
+	tdax_pidlock_release(lock);
+	in_positional = 0;
+	if (r > 0) {
+		if (rwf & ~RWF_UNDERSTOOD)
+			passed_through(e);
+		else if (end >= r)
+			tdax_coherent_after_write(e, (uint64_t)(end - r), iov, n, (size_t)r);
+		else
+			unlogged(e);
+		tdax_writeback_ensure();
+	}
+	tdax_coherent_write_end(e);
+	errno = err;
+	return r;
+}
+
+static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+			 int rwf)
+{
+	ssize_t r;
+	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
+	rwf &= ~sync_flags;
+	tdax_coherent_write_begin(e);
+	r = real_pwrite(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
+	int err = errno;
+	if (r > 0) {
+		/* With O_APPEND (or RWF_APPEND) Linux ignores the offset: the
+		 * bytes land at the end, where tdax cannot be sure of. */
+		bool at_end = ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND)) || (rwf & RWF_APPEND);
+		if (rwf & ~RWF_UNDERSTOOD)
+			passed_through(e);
+		else if (at_end)
+			unlogged(e);
+		else
+			tdax_coherent_after_write(e, (uint64_t)off, iov, n, (size_t)r);
+		tdax_writeback_ensure();
+	}
+	tdax_coherent_write_end(e);
+	errno = err;
+	return finish_write(fd, e, r, sync_flags & RWF_DSYNC, sync_flags & RWF_SYNC);
+}
+
+ssize_t tdax_coherent_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+			    int rwf)
+{
+	if (off != -1)
+		return at_offset(fd, e, iov, n, off, rwf);
+	ssize_t r = positional(fd, e, iov, n, rwf & ~(RWF_DSYNC | RWF_SYNC));
+	return finish_write(fd, e, r, rwf & RWF_DSYNC, rwf & RWF_SYNC);
+}
+
+/* After a change of size or layout by the kernel: the next sync is real. */
+void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	uint64_t size;
+	if (tdax_file_size(fd, &size) == 0)
+		atomic_store(&tdax_file_at(tdax_rt.dev, idx)->rt.size_seen, size);
+	tdax_coherent_uncover(idx, why);
+}
+
+int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
+{
+	if (tdax_coherent_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+		return -1; /* records that cannot be written back must not outlive the truncate */
+	int r = tdax_real.ftruncate(fd, len);
+	int err = errno;
+	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+	errno = err;
+	return r;
+}
+
+int tdax_coherent_truncate(const char *path, off_t len)
+{
+	uint32_t gen, plus1;
+	if (tdax_coherent_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
+		return -1;
+	int r = tdax_real.truncate(path, len);
+	int err = errno;
+	if (plus1 && r == 0) {
+		atomic_store(&tdax_file_at(tdax_rt.dev, plus1 - 1)->rt.size_seen, (uint64_t)len);
+		tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
+	}
+	errno = err;
+	return r;
+}
+
+int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
+{
+	/* Every mode but plain allocation changes bytes or moves them (punch,
+	 * zero, collapse, insert, unshare, write-zeroes, and any mode to come):
+	 * records written before must not be replayed over the result. */
+	if ((mode & ~FALLOC_FL_KEEP_SIZE) &&
+	    tdax_coherent_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+		return -1;
+	int r = tdax_real.fallocate(fd, mode, off, len);
+	int err = errno;
+	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+	errno = err;
+	return r;
+}
+
+/* A stdio stream writes through glibc's internal calls, which tdax does
+ * not see: the file goes back to the kernel for good. */
+void tdax_coherent_stdio(int fd)
+{
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
+		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_STDIO);
+}
