@@ -34,7 +34,7 @@ HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -126,6 +126,12 @@ $(B)/tests/tdax-pmorder: tests/crash/pmorder.c $(TCORE_O) $(HDRS)
 $(B)/tests/logwriter: tests/c/logwriter.c $(CORE_O) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
+
+# The layouts of the C structs the simulator re-declares in Python, as JSON
+# (tests/py/test_sim.py compares them with bench/tdaxsim).
+$(B)/tests/sizes: tests/c/sizes.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< -o $@
 
 $(B)/tests/test_%: tests/c/test_%.c tests/c/harness.c $(TCORE_O) $(HDRS)
 	@mkdir -p $(@D)

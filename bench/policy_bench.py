@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import ROOT, TDAX, fresh_device, under_tdax  # noqa: E402
+from tdaxbench.compare import ROOT, TDAX, fresh_device, under_tdax  # noqa: E402
 
 APPEND = str(ROOT / "build" / "bin" / "tdax-appendloop")
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import PY, ROOT, fresh_device, measure, report, under_tdax  # noqa: E402
+from tdaxbench.compare import PY, ROOT, fresh_device, measure, report, under_tdax  # noqa: E402
 
 APPEND = str(ROOT / "build" / "bin" / "tdax-appendloop")
 SQLITE = str(ROOT / "bench" / "sqlite_tx.py")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from compare import PY, ROOT, TDAX, fresh_device, measure, report, under_tdax  # noqa: E402
+from tdaxbench.compare import PY, ROOT, TDAX, fresh_device, measure, report, under_tdax  # noqa: E402
 
 WORKLOAD = str(ROOT / "bench" / "sqlite_tx.py")
 

@@ -1,11 +1,12 @@
 /*
- * cmd_device -- the commands on a device region: device create/info/destroy,
- * recover, and run.
+ * cmd_device -- the commands on a device region itself: device create,
+ * device info and device destroy.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
+#include "cli/cmd_device.h"
+#include "cli/out.h"
+#include "core/device.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "core/recover.h"
 #include "core/stats.h"
-#include "core/trace.h"
 
 /* ---- tdax device create ---------------------------------------------- */
 
@@ -340,264 +342,3 @@ int cmd_device_destroy(int argc, char **argv)
 	printf("\n");
 	return EXIT_OK;
 }
-
-/* ---- tdax recover ----------------------------------------------------- */
-
-static const char recover_help[] =
-	"usage: tdax recover [--device PATH] [--power-failure] [--discard-unmatched] [--json]\n"
-	"\n"
-	"Bring every file with records in the device up to date, then release them.\n"
-	"If the machine rebooted since the device was last used (or --power-failure is\n"
-	"given, for a simulated power cut), records are replayed onto their files in\n"
-	"sequence order; otherwise the page cache has the data and each file is only\n"
-	"fdatasync'ed. Files are opened only if they are still the registered file, and\n"
-	"only with the privileges of the user who wrote them. Safe to interrupt and re-run.\n"
-	"  --discard-unmatched  release records of files that no longer exist or were\n"
-	"                       replaced (otherwise they are kept and reported)\n"
-	"exit status: 0 all recovered, 1 error, 2 usage, 3 some files keep their records\n";
-
-static void print_report_json(const char *path, const struct tdax_recover_report *r)
-{
-	printf("{\"device\": ");
-	json_str(stdout, path);
-	printf(", \"mode\": \"%s\", \"records\": %llu, \"applied\": %llu, \"bytes\": %llu, "
-	       "\"corrupt\": %llu, \"torn\": %llu, \"segments_sealed\": %u, \"seconds\": %.6f, "
-	       "\"files\": [", r->replay ? "replay" : "checkpoint", (unsigned long long)r->records,
-	       (unsigned long long)r->applied, (unsigned long long)r->bytes,
-	       (unsigned long long)r->corrupt, (unsigned long long)r->torn, r->sealed, r->seconds);
-	for (uint32_t i = 0; i < r->nfiles; i++) {
-		const struct tdax_recover_file *f = &r->files[i];
-		printf("%s{\"path\": ", i ? ", " : "");
-		json_str(stdout, f->path);
-		printf(", \"records\": %llu, \"bytes\": %llu, \"outcome\": \"%s\", \"reason\": ",
-		       (unsigned long long)f->records, (unsigned long long)f->bytes,
-		       tdax_outcome_name(f->outcome));
-		json_str(stdout, f->reason);
-		printf("}");
-	}
-	printf("], \"damaged\": [");
-	for (uint32_t i = 0; i < r->ndamage; i++) {
-		const struct tdax_recover_damage *d = &r->damage[i];
-		printf("%s{\"kind\": \"%s\", \"segment\": %u, \"position\": %llu", i ? ", " : "",
-		       d->torn ? "torn" : "corrupt", d->seg, (unsigned long long)d->pos);
-		if (d->readable)
-			printf(", \"file\": %u, \"seq\": %llu, \"offset\": %llu, \"length\": %u",
-			       d->file, (unsigned long long)d->seq, (unsigned long long)d->off, d->len);
-		printf("}");
-	}
-	printf("]}\n");
-}
-
-static void print_report_text(const char *path, const struct tdax_recover_report *r)
-{
-	printf("tdax recover ");
-	text_str(stdout, path, PATH_MAX);
-	printf(": %s mode (%s)\n", r->replay ? "replay" : "checkpoint",
-	       r->replay ? "page cache lost: records applied to files"
-			 : "same boot: files synced, nothing replayed");
-	printf("  %llu live records in %u files; %llu applied (%llu bytes); %u dead writers' "
-	       "segments sealed; %.3f s\n", (unsigned long long)r->records, r->nfiles,
-	       (unsigned long long)r->applied, (unsigned long long)r->bytes, r->sealed, r->seconds);
-	for (uint32_t i = 0; i < r->nfiles; i++) {
-		const struct tdax_recover_file *f = &r->files[i];
-		printf("  %-13s ", tdax_outcome_name(f->outcome));
-		text_str(stdout, f->path, sizeof(f->path));
-		printf(": %llu records%s", (unsigned long long)f->records, f->reason[0] ? ": " : "");
-		text_str(stdout, f->reason, sizeof(f->reason));
-		printf("\n");
-	}
-	printf("  %llu corrupt records skipped, %llu torn tails (writes in flight)\n",
-	       (unsigned long long)r->corrupt, (unsigned long long)r->torn);
-	for (uint32_t i = 0; i < r->ndamage; i++) {
-		const struct tdax_recover_damage *d = &r->damage[i];
-		printf("  %s record at segment %u offset %llu", d->torn ? "torn" : "corrupt", d->seg,
-		       (unsigned long long)d->pos);
-		if (d->readable)
-			printf(": file #%u seq %llu offset %llu length %u", d->file,
-			       (unsigned long long)d->seq, (unsigned long long)d->off, d->len);
-		printf("\n");
-	}
-}
-
-int cmd_recover(int argc, char **argv)
-{
-	struct dev_args a = { 0 };
-	struct tdax_device *dev;
-	int rc = open_dev_args("recover", recover_help, argc, argv, "djpx", &a, &dev);
-	if (rc >= 0)
-		return rc;
-	struct tdax_recover_opts o = { .power_failure = a.power_failure, .discard_unmatched = a.discard };
-	struct tdax_recover_report r;
-	struct tdax_err e;
-	rc = tdax_recover(dev, &o, &r, &e);
-	tdax_device_close(dev);
-	if (rc < 0)
-		return fail(&e);
-	if (a.json)
-		print_report_json(a.path, &r);
-	else
-		print_report_text(a.path, &r);
-	tdax_recover_report_free(&r);
-	return rc ? EXIT_INCOMPLETE : EXIT_OK;
-}
-
-/* ---- tdax run ---------------------------------------------------------- */
-
-static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] [--trace FILE]\n"
-	"                [--allow-shared] -- CMD [ARGS...]\n"
-	"\n"
-	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
-	"device are answered there; everything else goes to the kernel as usual.\n"
-	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ";\n"
-	"                  the default one is created on first use, emulated on /dev/shm)\n"
-	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
-	"                  'tdax get'), always (log every write), never (track, never upgrade)\n"
-	"  --quiet         no fallback warnings on stderr (counters still count)\n"
-	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
-	"                  for 'tdax trace' and 'tdax sim'\n"
-	"  --allow-shared  accept a region another user owns or any user can write\n"
-	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
-	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
-	"kernel) and one line on stderr says why.\n"
-	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
-	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
-	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if libtdax.so is missing.\n";
-
-/* build/bin/tdax -> build/lib/libtdax.so (or $TDAX_LIB). */
-static int find_library(char *out, size_t len)
-{
-	const char *env = secure_getenv("TDAX_LIB");
-	if (env && *env) {
-		snprintf(out, len, "%s", env);
-		return access(out, R_OK);
-	}
-	char exe[PATH_MAX - 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -1;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	*slash = '\0';
-	snprintf(out, len, "%s/../lib/libtdax.so", exe);
-	return access(out, R_OK);
-}
-
-/* Open (creating the default device on first use) and bring it up to date,
- * so that problems are reported here, before the application starts. 0, or
- * -1 with err: the application then runs without tdax. */
-static int prepare_device(const char *path, bool explicit_path, struct tdax_err *e)
-{
-	struct stat st;
-	if (!explicit_path && lstat(path, &st) != 0 && errno == ENOENT) {
-		struct tdax_create_opts o = { .path = path, .backend = TDAX_BACKEND_EMULATED };
-		if (tdax_device_create(&o, e))
-			return -1;
-		fprintf(stderr, "tdax: created the default device %s (emulated on /dev/shm: it "
-			"survives process crashes and simulated power failures, not real power loss)\n",
-			path);
-	}
-	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, e))
-		return -1;
-	int rc = 0;
-	if (tdax_device_boot_changed(dev)) {
-		struct tdax_recover_report r;
-		rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, e);
-		if (rc >= 0) {
-			fprintf(stderr, "tdax: the machine restarted since %s was last used: replayed %llu "
-				"records onto %u files\n", path, (unsigned long long)r.applied, r.nfiles);
-			if (rc > 0)
-				fprintf(stderr, "tdax: some files keep their records; see 'tdax recover "
-					"--device %s'\n", path);
-			rc = 0;
-			tdax_recover_report_free(&r);
-		}
-	}
-	tdax_device_close(dev);
-	return rc;
-}
-
-/* The environment that preloads libtdax.so on the region at path. */
-static int start_with_tdax(const char *path, const char *libabs, const char *policy, bool quiet,
-			   const char *trace, struct tdax_err *e)
-{
-	char abs[PATH_MAX];
-	if (!realpath(path, abs))
-		return tdax_errf(e, "%s: cannot resolve the device path: %s", path, strerror(errno));
-	const char *pre = secure_getenv("LD_PRELOAD");
-	char preload[2 * PATH_MAX];
-	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
-	setenv("LD_PRELOAD", preload, 1);
-	setenv("TDAX_DEVICE", abs, 1);
-	if (policy)
-		setenv("TDAX_POLICY", policy, 1);
-	if (quiet)
-		setenv("TDAX_QUIET", "1", 1);
-	if (trace) {
-		struct tdax_device *dev;
-		char tabs[PATH_MAX];
-		if (tdax_device_open(abs, open_flags(), &dev, e))
-			return -1;
-		int rc = tdax_trace_create(trace, dev, e);
-		tdax_device_close(dev);
-		if (rc)
-			return -1;
-		if (!realpath(trace, tabs))
-			return tdax_errf(e, "%s: cannot resolve the trace path: %s", trace,
-					 strerror(errno));
-		setenv("TDAX_TRACE", tabs, 1);
-	}
-	return 0;
-}
-
-int cmd_run(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
-		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
-		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	const char *device = NULL, *policy = NULL, *trace = NULL;
-	bool quiet = false;
-	int c;
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': device = optarg; break;
-		case 'p':
-			if (strcmp(optarg, "thesis") && strcmp(optarg, "always") && strcmp(optarg, "never"))
-				return usage_error("run", "unknown policy '%s' (thesis, always, never)", optarg);
-			policy = optarg;
-			break;
-		case 'q': quiet = true; break;
-		case 't': trace = optarg; break;
-		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
-		case 'h': fputs(run_help, stdout); return EXIT_OK;
-		default: return usage_error("run", "%s", "bad option");
-		}
-	}
-	if (optind >= argc)
-		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
-	const char *path = device ? device : default_device();
-	char lib[PATH_MAX + 32], libabs[PATH_MAX];
-	if (find_library(lib, sizeof(lib)) != 0 || !realpath(lib, libabs)) {
-		fprintf(stderr, "tdax: cannot find libtdax.so next to this tdax (%s); run 'make' or set "
-			"TDAX_LIB\n", lib);
-		return EXIT_FAIL;
-	}
-	struct tdax_err e;
-	if (prepare_device(path, device != NULL || secure_getenv("TDAX_DEVICE"), &e) != 0) {
-		fputs("tdax: ", stderr);
-		text_str(stderr, e.msg, sizeof(e.msg));
-		fputs("; starting ", stderr);
-		text_str(stderr, argv[optind], PATH_MAX);
-		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
-	} else if (start_with_tdax(path, libabs, policy, quiet, trace, &e) != 0) {
-		return fail(&e);
-	}
-	execvp(argv[optind], argv + optind);
-	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));
-	return errno == ENOENT ? 127 : 126;
-}
-

@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
+#include "cli/cmd_status.h"
+#include "cli/out.h"
+#include "core/device.h"
 #include "core/control.h"
 #include "core/files.h"
 #include "core/log.h"

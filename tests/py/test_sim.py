@@ -1,8 +1,15 @@
 """Traces and the policy simulator: the simulator, fed a trace of a real run,
 must reproduce that run's own counters."""
+import ctypes
 import json
+import re
+import struct
+import sys
 
-from conftest import PY, TDAX, TDAX_ENV, info, run
+from conftest import BUILD, PY, ROOT, TDAX, TDAX_ENV, info, run
+
+sys.path.insert(0, str(ROOT / "bench"))
+from tdaxsim import ctrack, trace as ctrace  # noqa: E402
 
 SQLITE_TX = str(TDAX.parents[2] / "bench" / "sqlite_tx.py")
 
@@ -58,3 +65,52 @@ def test_all_policies_and_a_sweep(dev, diskdir):
     assert len(json.loads((out / "sweep.json").read_text())) == 6
     assert (out / "sweep.png").stat().st_size > 10000 and "light" in p.stdout
     assert "unknown policy" in run(TDAX, "sim", trace, "--policy", "magic").stderr
+
+
+def c_layouts():
+    """The C side: build/tests/sizes (tests/c/sizes.c, built by make all)."""
+    return json.loads(run(BUILD / "tests" / "sizes", check=0).stdout)
+
+
+def format_fields(fmt):
+    """[(offset, size)] of each item of a struct format such as "<8sIQ"."""
+    order, items = fmt[0], re.findall(r"\d*[a-zA-Z?]", fmt[1:])
+    out, done = [], order
+    for item in items:
+        out.append((struct.calcsize(done), struct.calcsize(order + item)))
+        done += item
+    return out
+
+
+def test_simulator_structs_match_the_c_ones():
+    """ctrack's ctypes structs are the C structs the policy code takes
+    (src/policy/track.h): same size, same fields at the same offsets."""
+    c = c_layouts()["structs"]
+    for cls, name in ((ctrack.Tunables, "tdax_tunables"), (ctrack.Range, "tdax_range_track")):
+        assert ctypes.sizeof(cls) == c[name]["size"], name
+        py = [(f, getattr(cls, f).offset, getattr(cls, f).size) for f, _ in cls._fields_]
+        assert py == [tuple(f) for f in c[name]["fields"]], name
+
+
+def test_trace_formats_match_the_c_ones():
+    """trace.py reads the records src/core/trace.h writes: the header and
+    record formats have the C sizes and fields at the C offsets."""
+    c = c_layouts()["structs"]
+    for fmt, name in ((ctrace.HEADER, "tdax_trace_header"), (ctrace.RECORD, "tdax_trace_rec")):
+        assert fmt.size == c[name]["size"], name
+        assert format_fields(fmt.format) == [(off, size) for _, off, size in c[name]["fields"]], name
+
+
+def test_simulator_constants_match_the_c_ones():
+    k = c_layouts()["consts"]
+    assert (ctrack.KEEP, ctrack.UPGRADE, ctrack.DOWNGRADE) == \
+        (k["TDAX_KEEP"], k["TDAX_UPGRADE"], k["TDAX_DOWNGRADE"])
+    assert (ctrack.NONE, ctrack.TO_UPGRADE, ctrack.UPGRADING, ctrack.UPGRADED, ctrack.TO_DOWNGRADE,
+            ctrack.DOWNGRADING) == tuple(k["TDAX_R_" + s] for s in (
+                "NONE", "TO_UPGRADE", "UPGRADING", "UPGRADED", "TO_DOWNGRADE", "DOWNGRADING"))
+    assert len(ctrack.Range().wr) == len(ctrack.Range().wb) == k["TDAX_WIN_BUCKETS"]
+    assert (ctrace.WRITE, ctrace.SYNC, ctrace.OPEN, ctrace.META, ctrace.NAME) == tuple(
+        k["TDAX_TR_" + s] for s in ("WRITE", "SYNC", "OPEN", "META", "NAME"))
+    assert (ctrace.CREATE, ctrace.REAL) == (k["TDAX_TRF_CREATE"], k["TDAX_TRF_REAL"])
+    assert ctrace.KERNEL_ONLY == {k["TDAX_FB_MMAP"], k["TDAX_FB_STDIO"]}
+    assert k["TDAX_TRACE_VERSION"] == 1 and c_layouts()["trace_magic"] == "TDAXTRC1"

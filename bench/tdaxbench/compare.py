@@ -3,19 +3,20 @@
 Each configuration is a command line printing one JSON line with a rate
 field. Configurations run interleaved (A B C A B C ...) `repeat` times, so
 that machine noise hits all of them alike; the median of each is reported,
-with the ratios of the first against the others. Used by `make demo` and the
-benchmarks.
+with the ratios of the first against the others. Used by `make demo`
+(scripts/demo.py) and the benchmarks bench/runtime_bench.py and
+bench/policy_bench.py.
 """
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TDAX = ROOT / "build" / "bin" / "tdax"
+from .env import ROOT, TDAX, fresh_device
+
+__all__ = ["PY", "ROOT", "TDAX", "fresh_device", "measure", "report", "under_tdax"]
+
 PY = str(ROOT / "build" / "venv" / "bin" / "python")
 
 
@@ -50,11 +51,3 @@ def report(title, rates, unit, base, others):
     for o in others:
         print(f"  {base} / {o}: {med[base] / med[o]:.2f}x")
     return med
-
-
-def fresh_device(path, size="1G"):
-    if os.path.exists(path):
-        os.unlink(path)
-    subprocess.run([str(TDAX), "device", "create", "--device", path, "--size", size],
-                   check=True, capture_output=True)
-    return path

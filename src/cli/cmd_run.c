@@ -1,0 +1,180 @@
+/*
+ * cmd_run -- tdax run: run a command with libtdax.so preloaded on a device
+ * (created on first use and brought up to date first), or without tdax when
+ * the device cannot be used.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cmd_run.h"
+#include "cli/out.h"
+#include "core/device.h"
+#include "core/recover.h"
+#include "core/trace.h"
+
+static const char run_help[] =
+	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] [--trace FILE]\n"
+	"                [--allow-shared] -- CMD [ARGS...]\n"
+	"\n"
+	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
+	"device are answered there; everything else goes to the kernel as usual.\n"
+	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ";\n"
+	"                  the default one is created on first use, emulated on /dev/shm)\n"
+	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
+	"                  'tdax get'), always (log every write), never (track, never upgrade)\n"
+	"  --quiet         no fallback warnings on stderr (counters still count)\n"
+	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
+	"                  for 'tdax trace' and 'tdax sim'\n"
+	"  --allow-shared  accept a region another user owns or any user can write\n"
+	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
+	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
+	"kernel) and one line on stderr says why.\n"
+	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
+	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
+	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if libtdax.so is missing.\n";
+
+/* build/bin/tdax -> build/lib/libtdax.so (or $TDAX_LIB). */
+static int find_library(char *out, size_t len)
+{
+	const char *env = secure_getenv("TDAX_LIB");
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, R_OK);
+	}
+	char exe[PATH_MAX - 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = '\0';
+	char *slash = strrchr(exe, '/');
+	*slash = '\0';
+	snprintf(out, len, "%s/../lib/libtdax.so", exe);
+	return access(out, R_OK);
+}
+
+/* Open (creating the default device on first use) and bring it up to date,
+ * so that problems are reported here, before the application starts. 0, or
+ * -1 with err: the application then runs without tdax. */
+static int prepare_device(const char *path, bool explicit_path, struct tdax_err *e)
+{
+	struct stat st;
+	if (!explicit_path && lstat(path, &st) != 0 && errno == ENOENT) {
+		struct tdax_create_opts o = { .path = path, .backend = TDAX_BACKEND_EMULATED };
+		if (tdax_device_create(&o, e))
+			return -1;
+		fprintf(stderr, "tdax: created the default device %s (emulated on /dev/shm: it "
+			"survives process crashes and simulated power failures, not real power loss)\n",
+			path);
+	}
+	struct tdax_device *dev;
+	if (tdax_device_open(path, open_flags(), &dev, e))
+		return -1;
+	int rc = 0;
+	if (tdax_device_boot_changed(dev)) {
+		struct tdax_recover_report r;
+		rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, e);
+		if (rc >= 0) {
+			fprintf(stderr, "tdax: the machine restarted since %s was last used: replayed %llu "
+				"records onto %u files\n", path, (unsigned long long)r.applied, r.nfiles);
+			if (rc > 0)
+				fprintf(stderr, "tdax: some files keep their records; see 'tdax recover "
+					"--device %s'\n", path);
+			rc = 0;
+			tdax_recover_report_free(&r);
+		}
+	}
+	tdax_device_close(dev);
+	return rc;
+}
+
+/* The environment that preloads libtdax.so on the region at path. */
+static int start_with_tdax(const char *path, const char *libabs, const char *policy, bool quiet,
+			   const char *trace, struct tdax_err *e)
+{
+	char abs[PATH_MAX];
+	if (!realpath(path, abs))
+		return tdax_errf(e, "%s: cannot resolve the device path: %s", path, strerror(errno));
+	const char *pre = secure_getenv("LD_PRELOAD");
+	char preload[2 * PATH_MAX];
+	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
+	setenv("LD_PRELOAD", preload, 1);
+	setenv("TDAX_DEVICE", abs, 1);
+	if (policy)
+		setenv("TDAX_POLICY", policy, 1);
+	if (quiet)
+		setenv("TDAX_QUIET", "1", 1);
+	if (trace) {
+		struct tdax_device *dev;
+		char tabs[PATH_MAX];
+		if (tdax_device_open(abs, open_flags(), &dev, e))
+			return -1;
+		int rc = tdax_trace_create(trace, dev, e);
+		tdax_device_close(dev);
+		if (rc)
+			return -1;
+		if (!realpath(trace, tabs))
+			return tdax_errf(e, "%s: cannot resolve the trace path: %s", trace,
+					 strerror(errno));
+		setenv("TDAX_TRACE", tabs, 1);
+	}
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
+		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
+		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *device = NULL, *policy = NULL, *trace = NULL;
+	bool quiet = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 'p':
+			if (strcmp(optarg, "thesis") && strcmp(optarg, "always") && strcmp(optarg, "never"))
+				return usage_error("run", "unknown policy '%s' (thesis, always, never)", optarg);
+			policy = optarg;
+			break;
+		case 'q': quiet = true; break;
+		case 't': trace = optarg; break;
+		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
+		case 'h': fputs(run_help, stdout); return EXIT_OK;
+		default: return usage_error("run", "%s", "bad option");
+		}
+	}
+	if (optind >= argc)
+		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
+	const char *path = device ? device : default_device();
+	char lib[PATH_MAX + 32], libabs[PATH_MAX];
+	if (find_library(lib, sizeof(lib)) != 0 || !realpath(lib, libabs)) {
+		fprintf(stderr, "tdax: cannot find libtdax.so next to this tdax (%s); run 'make' or set "
+			"TDAX_LIB\n", lib);
+		return EXIT_FAIL;
+	}
+	struct tdax_err e;
+	if (prepare_device(path, device != NULL || secure_getenv("TDAX_DEVICE"), &e) != 0) {
+		fputs("tdax: ", stderr);
+		text_str(stderr, e.msg, sizeof(e.msg));
+		fputs("; starting ", stderr);
+		text_str(stderr, argv[optind], PATH_MAX);
+		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
+	} else if (start_with_tdax(path, libabs, policy, quiet, trace, &e) != 0) {
+		return fail(&e);
+	}
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}
+
