@@ -87,7 +87,7 @@ $(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O) $(B)/libtdax.map
 	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS) -ldl
 
 # tdax bench, trace and sim hand over to Python by paths relative to the
-# binary (src/cli.c): ../venv and ../../bench. For the test CLI those are
+# binary (src/cli/cmd_python.c): ../venv and ../../bench. For the test CLI those are
 # build/test/venv and build/bench: links to the real ones.
 $(T)/venv:
 	@mkdir -p $(@D)
