@@ -284,38 +284,82 @@ static int open_for_checkpoint(int dirfd, const char *path, bool follow, const s
 	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
 }
 
-/* Open a registered file by its path for a checkpoint; -1 if it is not
- * there any more (or is another file now). */
-static int open_registered(uint32_t idx)
+/* Open a registered file by its path for a checkpoint; -1 if it cannot be
+ * had, with *gone set if the path leads to no file or to another one. */
+static int open_registered(uint32_t idx, bool *gone)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	int fd = open_for_checkpoint(AT_FDCWD, f->path, false, &f->rt);
-	if (fd < 0)
+	if (fd < 0) {
+		*gone = errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
 		return -1;
+	}
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
 	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
+		*gone = true;
 		tdax_real.close(fd);
 		return -1;
 	}
 	return fd;
 }
 
+/* Renamed or removed behind tdax's back: a descriptor of this process on
+ * the file, opened again through /proc/self (the application's table:
+ * the write-back thread has a table of its own), or -1. */
+static int open_through_ours(uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	for (int i = 0; i < TDAX_MAX_FDS; i++) {
+		if (tdax_fds[i].file_plus1 != idx + 1 || tdax_fds[i].gen != gen)
+			continue;
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", i);
+		int fd = tdax_real.openat(AT_FDCWD, self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		if (tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was))
+			return fd;
+		tdax_real.close(fd);
+	}
+	return -1;
+}
+
+/*
+ * The file was removed or replaced by a program without tdax, and no
+ * descriptor of this process leads to it. Recovery finds files by their
+ * path, so it could never apply these records: they protect nothing, and
+ * kept they would fail every checkpoint and downgrade of the file for good
+ * and hold their log space. Every process that still has the file open
+ * syncs it through the kernel from now on; the records are released.
+ */
+static int let_go(uint32_t idx, uint32_t gen)
+{
+	struct tdax_file_rt *rt = rt_of(idx);
+	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
+	uint64_t upto = atomic_load(tdax_rt.dev->seq);
+	atomic_store(&rt->first_log_ns, 0);
+	atomic_store(&rt->logged_bytes, 0);
+	atomic_store(&rt->rewrite, 0);
+	tdax_log_release(tdax_rt.dev, idx, gen, upto);
+	return 0;
+}
+
 int tdax_coherent_checkpoint_file(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	uint32_t gen = f->gen;
-	int fd = open_registered(idx);
+	bool gone = false;
+	int fd = open_registered(idx, &gone);
+	if (fd < 0)
+		fd = open_through_ours(idx, gen);
 	if (fd < 0) {
-		/* Renamed or removed behind us: any fd of ours on it will do. */
-		for (int i = 0; i < TDAX_MAX_FDS && fd < 0; i++)
-			if (tdax_fds[i].file_plus1 == idx + 1 && tdax_fds[i].gen == gen)
-				fd = tdax_real.fcntl(i, F_DUPFD_CLOEXEC, 0);
 		/* Without records there is nothing to write back: done (a
 		 * downgrade of a removed file's range must not fail, or every
-		 * pass would try it again). With records, they stay for the
-		 * next process that has the file, or for recovery. */
-		if (fd < 0)
-			return atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite) ? -1 : 0;
+		 * pass would try it again). */
+		if (!atomic_load(&f->rt.first_log_ns) && !atomic_load(&f->rt.rewrite))
+			return 0;
+		return gone ? let_go(idx, gen) : -1;
 	}
 	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 	int e = errno;

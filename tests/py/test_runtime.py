@@ -437,6 +437,34 @@ for i in range(3):
     assert i["files_registered"] == 0 and i["live_records"] == 0
 
 
+def test_records_of_a_file_removed_without_tdax_are_let_go_not_retried_forever(dev, diskdir):
+    """A file with records, closed, then removed by a program without tdax:
+    no checkpoint can open it again, and recovery (which finds files by
+    path) could never apply its records. The write-back lets them go (the
+    file is kernel-only from then on) instead of failing on every pass and
+    leaving them in the log for good."""
+    gone, removed = diskdir / "gone", diskdir / "removed"
+    code = r"""
+import os, sys, time
+gone, removed = sys.argv[1], sys.argv[2]
+fd = os.open(gone, os.O_WRONLY | os.O_CREAT, 0o644); os.fsync(fd)
+os.write(fd, b"x" * 5000); os.fsync(fd); os.close(fd)
+print("closed", flush=True)
+while not os.path.exists(removed):
+    time.sleep(0.01)
+"""
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", code,
+                          gone, removed], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **TDAX_ENV))
+    assert p.stdout.readline().strip() == "closed"
+    assert info(dev)["live_records"] == 1
+    gone.unlink()  # pytest runs without tdax
+    removed.write_bytes(b"")
+    assert p.wait(timeout=20) == 0, p.stderr.read()
+    i = info(dev)
+    assert i["live_records"] == 0 and i["counters"]["fallback_metadata"] >= 1, i
+
+
 def test_a_full_file_table_frees_the_entries_of_files_removed_without_tdax(dev, diskdir):
     """1024 files registered, then removed by a program without tdax: their
     entries stay until the table is full; then the next registration frees
