@@ -156,23 +156,49 @@ def descendants(pid):
     return out
 
 
+def shm_segments(pids):
+    """The POSIX shared-memory segments (/dev/shm) the processes map: the
+    dynamic shared memory of a PostgreSQL server, which a server killed
+    with SIGKILL leaves behind for good."""
+    segs = set()
+    for q in pids:
+        try:
+            maps = Path(f"/proc/{q}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        for line in maps:
+            f = line.split(None, 5)
+            if len(f) == 6 and f[5].startswith("/dev/shm/PostgreSQL."):
+                segs.add(f[5])
+    return segs
+
+
 def kill_tree(procs):
     """The instant of the crash: freeze the workload and everything it
     started, then SIGKILL all of it, so that nothing runs on (an exit
-    handler of a surviving child would sync and hide the cut)."""
+    handler of a surviving child would sync and hide the cut). The shared
+    memory of a PostgreSQL server among them goes too (a server's shared
+    memory is not what a crash test is about, and /dev/shm would fill)."""
     procs = procs if isinstance(procs, list) else [procs]
     pids = [q for p in procs for q in descendants(p.pid)]
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for q in pids:
-            try:
-                os.kill(q, sig)
-            except ProcessLookupError:
-                pass
+    for q in pids:
+        try:
+            os.kill(q, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    segs = shm_segments(pids)
+    for q in pids:
+        try:
+            os.kill(q, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     for p in procs:
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    for seg in segs:
+        Path(seg).unlink(missing_ok=True)
         p.wait()
 
 

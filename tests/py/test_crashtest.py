@@ -2,6 +2,7 @@
 over the --json files of parallel runs must fail on any loss and on a control
 that lost nothing. The power cuts themselves run in `make test-crash`."""
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -75,3 +76,24 @@ def test_the_persist_order_control_is_cut_at_every_acknowledgement():
     cuts = [(acked, synced, bytes(img)) for img, acked, synced, what in
             pmreorder.images(128, base, events, 0, random.Random(1), control=True) if "none" in what]
     assert any(acked > synced and img == base for acked, synced, img in cuts), cuts
+
+
+def test_a_killed_servers_shared_memory_does_not_outlive_it():
+    """PostgreSQL's dynamic shared memory lives in /dev/shm; a server
+    killed by the crash leaves it behind for good (hundreds of segments
+    after a long run) unless kill_tree takes it along."""
+    import subprocess
+    import crashtest
+    seg = Path(f"/dev/shm/PostgreSQL.tdax-test-{os.getpid()}")
+    code = ("import mmap, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); os.ftruncate(fd, 4096)\n"
+            "m = mmap.mmap(fd, 4096); print('mapped', flush=True); time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(seg)], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "mapped"
+        crashtest.kill_tree([p])
+        p.wait(timeout=10)
+        assert not seg.exists()
+    finally:
+        seg.unlink(missing_ok=True)
