@@ -20,11 +20,6 @@
 /* One record carries at most this much; larger writes become several. */
 #define CHUNK (256u << 10)
 
-static inline struct tdax_file_rt *rt_of(uint32_t idx)
-{
-	return &tdax_file_at(tdax_rt.dev, idx)->rt;
-}
-
 static void atomic_max(_Atomic uint64_t *v, uint64_t x)
 {
 	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
@@ -36,7 +31,7 @@ void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
 {
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
-	atomic_fetch_add(&rt_of(idx)->uncovered, 1);
+	atomic_fetch_add(&tdax_rt_of(idx)->uncovered, 1);
 	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 }
 
@@ -64,12 +59,12 @@ static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec
 
 void tdax_coherent_write_begin(const struct tdax_fd *e)
 {
-	atomic_fetch_add_explicit(&rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&tdax_rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_relaxed);
 }
 
 void tdax_coherent_write_end(const struct tdax_fd *e)
 {
-	atomic_fetch_sub_explicit(&rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&tdax_rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_release);
 }
 
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
@@ -120,7 +115,7 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
  */
 static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
 {
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (!atomic_load(&rt->rewrite))
 		return 0;
 	if (atomic_load(&rt->uncovered) != 0) {
@@ -165,7 +160,7 @@ static bool is_file(int fd, uint32_t idx, uint32_t gen)
 int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
 {
 	struct tdax_device *dev = tdax_rt.dev;
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (!is_file(fd, idx, gen))
 		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
 	/* Take the snapshots before the sync: what was written before it is
@@ -335,7 +330,7 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
  */
 static int let_go(uint32_t idx, uint32_t gen)
 {
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
 	uint64_t upto = atomic_load(tdax_rt.dev->seq);
 	atomic_store(&rt->first_log_ns, 0);
@@ -368,7 +363,7 @@ int tdax_coherent_checkpoint_file(uint32_t idx)
 	if (rc != 0) {
 		/* The first error is the one the next sync reports (as Linux does). */
 		int32_t none = 0;
-		atomic_compare_exchange_strong(&tdax_file_at(tdax_rt.dev, idx)->rt.wb_error, &none, e);
+		atomic_compare_exchange_strong(&tdax_rt_of(idx)->wb_error, &none, e);
 		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
 	}
 	return rc;
@@ -397,7 +392,7 @@ int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint
 	int rc = 0;
 	if (found) {
 		*plus1 = idx + 1;
-		const struct tdax_file_rt *rt = rt_of(idx);
+		const struct tdax_file_rt *rt = tdax_rt_of(idx);
 		if (atomic_load(&rt->rewrite)) { /* the records go to the file again */
 			tdax_real.close(fd);
 			fd = open_for_checkpoint(AT_FDCWD, self, true, rt);
@@ -429,7 +424,7 @@ void tdax_coherent_checkpoint_below(const char *dir)
 
 void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
 {
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint32_t none = 0;
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);

@@ -21,7 +21,7 @@ static void unlogged(const struct tdax_fd *e)
 {
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, e->file_plus1 - 1, 0, 0, 1);
-	atomic_fetch_add(&tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.uncovered, 1);
+	atomic_fetch_add(&tdax_rt_of(e->file_plus1 - 1)->uncovered, 1);
 	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
 }
 
@@ -83,7 +83,7 @@ static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, in
  */
 static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
 {
-	_Atomic uint32_t *lock = &tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->rt.lock;
+	_Atomic uint32_t *lock = &tdax_rt_of(e->file_plus1 - 1)->lock;
 	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
@@ -170,7 +170,7 @@ void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback w
 	uint32_t idx = e->file_plus1 - 1;
 	uint64_t size;
 	if (tdax_file_size(fd, &size) == 0)
-		atomic_store(&tdax_file_at(tdax_rt.dev, idx)->rt.size_seen, size);
+		atomic_store(&tdax_rt_of(idx)->size_seen, size);
 	tdax_coherent_uncover(idx, why);
 }
 
@@ -193,7 +193,7 @@ int tdax_coherent_truncate(const char *path, off_t len)
 	int r = tdax_real.truncate(path, len);
 	int err = errno;
 	if (plus1 && r == 0) {
-		atomic_store(&tdax_file_at(tdax_rt.dev, plus1 - 1)->rt.size_seen, (uint64_t)len);
+		atomic_store(&tdax_rt_of(plus1 - 1)->size_seen, (uint64_t)len);
 		tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
 	}
 	errno = err;

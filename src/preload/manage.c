@@ -74,7 +74,7 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 		tdax_fallback(TDAX_FB_UNREGISTERED, path);
 		return;
 	}
-	struct tdax_file_rt *rt = &tdax_file_at(tdax_rt.dev, idx)->rt;
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
 	if (created || seen != (uint64_t)st.st_size) {
 		/* New to tdax, or changed by someone tdax did not see. */

@@ -106,6 +106,12 @@ static inline bool tdax_on(void)
 	       !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed);
 }
 
+/* The shared run-time state of registered file idx (files.h). */
+static inline struct tdax_file_rt *tdax_rt_of(uint32_t idx)
+{
+	return &tdax_file_at(tdax_rt.dev, idx)->rt;
+}
+
 static inline void tdax_count(enum tdax_stat s, uint64_t n)
 {
 	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);

@@ -11,11 +11,6 @@
 #include "preload/state.h"
 #include "preload/wake.h"
 
-static inline struct tdax_file_rt *rt_of(uint32_t idx)
-{
-	return &tdax_file_at(tdax_rt.dev, idx)->rt;
-}
-
 /* The file's granularity: fixed when it is first tracked. */
 static uint32_t gran_of(struct tdax_file_rt *rt, const struct tdax_tunables *t)
 {
@@ -50,7 +45,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint32_t g = gran_of(rt, &t);
 	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
 	uint64_t now = tdax_coarse_ns();
@@ -84,7 +79,7 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	struct tdax_file_rt *rt = rt_of(idx);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
 	bool stream = prev && now - prev <= t.wb_window_ns;
