@@ -174,9 +174,30 @@ void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback w
 	tdax_coherent_uncover(idx, why);
 }
 
+/*
+ * Before a change no record may be replayed over (a truncate, a hole, a
+ * collapse): the real sync that writes the file's records back and
+ * releases them -- if it may have any. A file with no record, none to
+ * write again and no write in flight has nothing to resurrect: no sync
+ * (a truncate loop of a file that is never synced stays as fast as the
+ * kernel's). A write that starts after the look and lands before the
+ * change is as concurrent as the kernel makes it; its record is released
+ * by the next sync, which the change makes a real one.
+ */
+static int checkpoint_before(int fd, const struct tdax_fd *e)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite) &&
+	    !atomic_load(&rt->inflight))
+		return 0;
+	tdax_count(TDAX_ST_CHECKPOINTS, 1);
+	return tdax_coherent_checkpoint_fd(fd, idx, e->gen, true);
+}
+
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 {
-	if (tdax_coherent_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+	if (checkpoint_before(fd, e) != 0)
 		return -1; /* records that cannot be written back must not outlive the truncate */
 	int r = tdax_real.ftruncate(fd, len);
 	int err = errno;
@@ -205,8 +226,7 @@ int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off
 	/* Every mode but plain allocation changes bytes or moves them (punch,
 	 * zero, collapse, insert, unshare, write-zeroes, and any mode to come):
 	 * records written before must not be replayed over the result. */
-	if ((mode & ~FALLOC_FL_KEEP_SIZE) &&
-	    tdax_coherent_checkpoint_fd(fd, e->file_plus1 - 1, e->gen, true) != 0)
+	if ((mode & ~FALLOC_FL_KEEP_SIZE) && checkpoint_before(fd, e) != 0)
 		return -1;
 	int r = tdax_real.fallocate(fd, mode, off, len);
 	int err = errno;

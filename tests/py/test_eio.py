@@ -76,3 +76,28 @@ print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     assert info(dev)["live_records"] == 0, "a record outlived the truncate"
     power_cut(dev, path)
     assert path.read_bytes() == b"y" * 10 + b"x" * 990
+
+
+def test_a_truncate_or_hole_of_a_file_without_records_makes_no_sync(dev, diskdir):
+    """A file that is never upgraded (policy thesis, no sync) holds no record:
+    ftruncate and a punched hole have nothing to write back first, so they
+    make no real sync (the first one tdax made here would fail,
+    TDAX_TEST_FAIL_SYNC=1, and so would the call) and count no checkpoint.
+    With a record, the same truncate does sync first (the test above)."""
+    path = diskdir / "f"
+    code = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for i in range(50):
+    os.pwrite(fd, b"x" * 4096, 0)
+    os.ftruncate(fd, 0)
+os.pwrite(fd, b"x" * 8192, 0)
+assert libc.fallocate(fd, 3, 0, 4096) == 0, ctypes.get_errno()  # PUNCH_HOLE | KEEP_SIZE
+print("done", flush=True)
+"""
+    p = tdax_run(dev, code, path, policy="thesis", env={"TDAX_TEST_FAIL_SYNC": "1"}, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    c = info(dev)["counters"]
+    assert c["checkpoints"] == 0 and c["real_syncs"] == 0, c
+    assert path.read_bytes() == bytes(4096) + b"x" * 4096
