@@ -22,6 +22,7 @@
 #include "preload/names.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/start.h"
 #include "preload/state.h"
 #include "core/trace.h"
 #include "preload/writeback.h"
@@ -49,10 +50,10 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	/* No record may outlive a truncate (Linux truncates with O_RDONLY too):
 	 * the checkpoint's error instead. */
 	uint32_t plus1, gen;
-	if ((flags & O_TRUNC) && tdax_on() &&
+	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)) &&
 	    tdax_coherent_checkpoint_path(dirfd, path, !(flags & O_NOFOLLOW), &plus1, &gen) != 0)
 		return -1;
-	bool manage = tdax_on() && (flags & O_ACCMODE) != O_RDONLY &&
+	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
 	if (!manage) {
 		int fd = tdax_real.openat(dirfd, path, flags, mode);
@@ -62,7 +63,8 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	int fd = tdax_real.openat(dirfd, path, flags, mode);
 	if (fd >= 0) {
 		int e = errno;
-		tdax_manage(fd, path, flags);
+		if (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach()))
+			tdax_manage(fd, path, flags);
 		errno = e;
 	}
 	return fd;
@@ -221,7 +223,8 @@ EXPORT int truncate(const char *path, off_t len)
 {
 	if (!tdax_real.truncate)
 		tdax_resolve_real();
-	return tdax_on() ? tdax_coherent_truncate(path, len) : tdax_real.truncate(path, len);
+	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_coherent_truncate(path, len)
+						 : tdax_real.truncate(path, len);
 }
 
 EXPORT int truncate64(const char *path, off_t len)
@@ -318,6 +321,15 @@ EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len
 	return r;
 }
 
+/* A stdio stream writes through glibc's internal calls, which tdax does
+ * not see: a registered file goes to the kernel for good. */
+static void stdio_on(FILE *f, const char *mode)
+{
+	if (f && strpbrk(mode, "wa+") && tdax_on_or_waiting() &&
+	    (tdax_on() || (tdax_manage_wants(fileno(f), O_WRONLY) && tdax_attach())))
+		tdax_coherent_stdio(fileno(f));
+}
+
 EXPORT FILE *fopen(const char *path, const char *mode)
 {
 	if (!tdax_real.fopen)
@@ -325,8 +337,7 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 	FILE *f = tdax_real.fopen(path, mode);
 	if (f)
 		tdax_fd_forget(fileno(f)); /* a new descriptor: whatever the number was, it is this */
-	if (f && tdax_on() && strpbrk(mode, "wa+"))
-		tdax_coherent_stdio(fileno(f));
+	stdio_on(f, mode);
 	return f;
 }
 
@@ -340,8 +351,7 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 	if (!tdax_real.fdopen)
 		tdax_resolve_real();
 	FILE *f = tdax_real.fdopen(fd, mode);
-	if (f && tdax_on() && strpbrk(mode, "wa+"))
-		tdax_coherent_stdio(fileno(f));
+	stdio_on(f, mode);
 	return f;
 }
 
@@ -387,7 +397,7 @@ EXPORT int rename(const char *oldpath, const char *newpath)
 {
 	if (!tdax_real.rename)
 		tdax_resolve_real();
-	if (!tdax_on())
+	if (!tdax_on_attached())
 		return tdax_real.rename(oldpath, newpath);
 	return tdax_names_rename(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
 }
@@ -396,7 +406,7 @@ EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *new
 {
 	if (!tdax_real.renameat)
 		tdax_resolve_real();
-	if (!tdax_on())
+	if (!tdax_on_attached())
 		return tdax_real.renameat(olddir, oldpath, newdir, newpath);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, 0);
 }
@@ -406,7 +416,7 @@ EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *ne
 {
 	if (!tdax_real.renameat2)
 		tdax_resolve_real();
-	if (!tdax_on())
+	if (!tdax_on_attached())
 		return tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, flags);
 }
@@ -415,7 +425,7 @@ EXPORT int unlink(const char *path)
 {
 	if (!tdax_real.unlink)
 		tdax_resolve_real();
-	if (!tdax_on())
+	if (!tdax_on_for_path(AT_FDCWD, path, false))
 		return tdax_real.unlink(path);
 	return tdax_names_unlink(AT_FDCWD, path, 0);
 }
@@ -424,7 +434,7 @@ EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
 	if (!tdax_real.unlinkat)
 		tdax_resolve_real();
-	if (!tdax_on() || (flags & AT_REMOVEDIR))
+	if ((flags & AT_REMOVEDIR) || !tdax_on_for_path(dirfd, path, false))
 		return tdax_real.unlinkat(dirfd, path, flags);
 	return tdax_names_unlink(dirfd, path, flags);
 }

@@ -49,14 +49,36 @@ static bool fs_excluded(int fd)
 	return false;
 }
 
+static bool qualifies(int fd, int flags, struct stat *st)
+{
+	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && fstat(fd, st) == 0 &&
+	       S_ISREG(st->st_mode) && !fs_excluded(fd);
+}
+
+bool tdax_manage_wants(int fd, int flags)
+{
+	struct stat st;
+	return qualifies(fd, flags, &st);
+}
+
+bool tdax_manage_wants_path(int dirfd, const char *path, bool follow)
+{
+	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0)
+		return false;
+	struct stat st;
+	bool yes = qualifies(fd, O_WRONLY, &st);
+	tdax_real.close(fd);
+	return yes;
+}
+
 void tdax_manage(int fd, const char *path_or_null, int flags)
 {
 	if (fd < 0 || fd >= TDAX_MAX_FDS)
 		return;
 	tdax_fd_forget(fd); /* whatever the number was before, it is this now */
 	struct stat st;
-	if ((flags & O_ACCMODE) == O_RDONLY || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    fs_excluded(fd))
+	if (!qualifies(fd, flags, &st))
 		return;
 	/* The path recovery will use: absolute and canonical. */
 	char link[64], path[TDAX_FILE_PATH_MAX + 1];

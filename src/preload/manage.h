@@ -8,6 +8,16 @@
 #ifndef TDAX_MANAGE_H
 #define TDAX_MANAGE_H
 
+#include <stdbool.h>
+
+/* Does fd (open with these flags) qualify? No device needed: it is what
+ * makes a process attach (start.h). */
+bool tdax_manage_wants(int fd, int flags);
+
+/* Does dirfd/path (its last link followed if follow) name a file that
+ * would qualify if opened for writing? */
+bool tdax_manage_wants_path(int dirfd, const char *path, bool follow);
+
 /* fd was just opened (or inherited across exec) with these open flags:
  * manage it if it qualifies. Forgets whatever entry the number had before,
  * managed or not. path_or_null names it in warnings. */

@@ -1,10 +1,11 @@
 /*
- * start -- the top of the preload layer: the library's constructor
- * (configuration from the environment, the device opened and brought up to
- * date, descriptors inherited across exec adopted), fork and exit.
+ * start -- the top of the preload layer (start.h): the library's
+ * constructor (configuration from the environment), attaching (the device
+ * opened and brought up to date, descriptors inherited across exec
+ * adopted), fork and exit.
  *
- * Start-up never fails the application: if the device cannot be used, tdax
- * says so once on stderr and every call goes straight to the kernel.
+ * Neither fails the application: if the device cannot be used, tdax says
+ * so once on stderr and every call goes straight to the kernel.
  */
 #define _GNU_SOURCE
 #include "core/log.h"
@@ -14,6 +15,7 @@
 #include "core/trace.h"
 #include "preload/fdtable.h"
 #include "preload/manage.h"
+#include "preload/start.h"
 #include "preload/state.h"
 #include "preload/watch.h"
 #include "preload/writeback.h"
@@ -23,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,27 +33,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* After exec the fds are inherited but the table is new: rebuild it. */
-static void adopt_inherited_fds(void)
+/* Call fn for every descriptor the process has (inherited across exec),
+ * with its open flags; stop when it returns true. */
+static bool each_fd(bool (*fn)(int fd, int flags))
 {
 	int dfd = tdax_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	if (!d) {
 		if (dfd >= 0)
 			tdax_sys_close(dfd);
-		return;
+		return false;
 	}
 	int self = dirfd(d);
 	struct dirent *de;
-	while ((de = readdir(d))) {
+	bool stop = false;
+	while (!stop && (de = readdir(d))) {
 		int fd = atoi(de->d_name);
 		if (de->d_name[0] == '.' || fd == self)
 			continue;
 		int fl = tdax_real.fcntl(fd, F_GETFL);
 		if (fl >= 0)
-			tdax_manage(fd, NULL, fl & ~(O_CREAT | O_TRUNC));
+			stop = fn(fd, fl & ~(O_CREAT | O_TRUNC));
 	}
 	closedir(d);
+	return stop;
+}
+
+static bool adopt(int fd, int flags)
+{
+	tdax_manage(fd, NULL, flags);
+	return false;
 }
 
 /* A tunable from the environment: dflt if unset; a value that is not a
@@ -101,7 +113,7 @@ static void configure(void)
 }
 
 /* Bring the device up to date before this process writes to it. */
-static int attach(struct tdax_device *dev)
+static int bring_up_to_date(struct tdax_device *dev)
 {
 	struct tdax_recover_report r;
 	struct tdax_err e;
@@ -127,10 +139,66 @@ static int attach(struct tdax_device *dev)
 	return 0;
 }
 
+/* Open the device and bring it up to date; adopt the descriptors the
+ * process inherited. On failure: one warning, tdax stays off. */
+static void attach_now(void)
+{
+	const char *path = secure_getenv("TDAX_DEVICE");
+	if (!path || !*path)
+		path = tdax_default_device();
+	const char *shared = secure_getenv("TDAX_ALLOW_SHARED");
+	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
+	struct tdax_device *dev;
+	struct tdax_err e;
+	if (tdax_device_open(path, flags, &dev, &e) != 0) {
+		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
+		return;
+	}
+	tdax_rt.touched = calloc(dev->sb->max_files, 1);
+	tdax_rt.named = calloc(dev->sb->max_files, 1);
+	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || bring_up_to_date(dev) != 0) {
+		tdax_device_close(dev);
+		return;
+	}
+	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
+	tdax_rt.dev = dev;
+	tdax_watch_start();
+	tdax_trace_start(dev, tdax_ownfd_keep);
+	each_fd(adopt);
+}
+
+/* 0: not attached; 1: a thread is attaching; 2: done (on or off for good). */
+static _Atomic int attach_state;
+static __thread bool attaching TDAX_TLS;
+
+bool tdax_attach(void)
+{
+	int none = 0;
+	if (atomic_load(&attach_state) == 2 || attaching)
+		return tdax_rt.dev != NULL; /* (attaching: a signal handler's call in the middle) */
+	if (atomic_compare_exchange_strong(&attach_state, &none, 1)) {
+		attaching = true;
+		tdax_inside++;
+		attach_now();
+		tdax_inside--;
+		attaching = false;
+		tdax_rt.waiting = false;
+		atomic_store(&attach_state, 2);
+	}
+	while (atomic_load(&attach_state) != 2)
+		sched_yield();
+	return tdax_rt.dev != NULL;
+}
+
 static void at_fork_child(void)
 {
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
 		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
+	/* A thread of the parent was attaching: nobody will finish it here. */
+	if (atomic_load(&attach_state) == 1) {
+		tdax_rt.waiting = false;
+		atomic_store(&attach_state, 2);
+	}
 	tdax_writeback_after_fork();
 	tdax_trace_after_fork();
 }
@@ -155,31 +223,11 @@ __attribute__((constructor)) static void tdax_start(void)
 	 * application's files, so tdax says nothing rather than write into it. */
 	if (tdax_real.fcntl(2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
-	const char *path = secure_getenv("TDAX_DEVICE");
-	if (!path || !*path)
-		path = tdax_default_device();
-	const char *shared = secure_getenv("TDAX_ALLOW_SHARED");
-	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
-	struct tdax_device *dev;
-	struct tdax_err e;
-	if (tdax_device_open(path, flags, &dev, &e) != 0) {
-		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
-		tdax_inside--;
-		return;
-	}
-	tdax_rt.touched = calloc(dev->sb->max_files, 1);
-	tdax_rt.named = calloc(dev->sb->max_files, 1);
-	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || attach(dev) != 0) {
-		tdax_device_close(dev);
-		tdax_inside--;
-		return;
-	}
-	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
-	tdax_rt.dev = dev;
-	tdax_watch_start();
-	tdax_trace_start(dev, tdax_ownfd_keep);
-	adopt_inherited_fds();
 	pthread_atfork(NULL, NULL, at_fork_child);
 	atexit(at_exit);
+	tdax_rt.waiting = true;
+	bool now = each_fd(tdax_manage_wants); /* a file to manage came across exec */
 	tdax_inside--;
+	if (now)
+		tdax_attach();
 }

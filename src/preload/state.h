@@ -22,6 +22,7 @@ enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER
 
 struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
+	bool waiting;                /* configured, not attached yet (start.h) */
 	enum tdax_policy policy;
 	bool quiet;
 #ifdef TDAX_TEST_BUILD

@@ -336,11 +336,32 @@ def test_normal_exit_checkpoints_everything(dev, diskdir):
     assert i["live_records"] == 0 and i["counters"]["light_syncs"] == 9
 
 
+def test_a_process_attaches_only_when_it_first_writes_a_file(dev, diskdir):
+    """Start-up costs nothing (start.h): no mapping of the region, no
+    libpmem2, until the process opens a regular file for writing; reading
+    files, and writing to /dev/null or a pipe, do not attach."""
+    code = r"""
+import os, sys
+def mapped():
+    maps = open("/proc/self/maps").read()
+    return sys.argv[2] in maps
+open("/etc/hostname").read(); open("/dev/null", "w").write("x")
+print("before", mapped())
+open(sys.argv[1], "w").write("x")
+print("after", mapped())
+"""
+    p = tdax_run(dev, code, diskdir / "f", dev)
+    assert p.stdout.split("\n")[:2] == ["before False", "after True"], p.stdout + p.stderr
+
+
 def test_next_process_checkpoints_what_a_killed_one_left(dev, diskdir):
     path = diskdir / "left"
     acked = run_until_done(dev, str(path), 20, "append")
     assert len(acked) == 20 and info(dev)["live_records"] >= 19
-    tdax_run(dev, "pass")  # any process under tdax on this device
+    tdax_run(dev, "pass")  # a process that writes no file does not even attach (start.h)
+    assert info(dev)["live_records"] >= 19
+    # any process under tdax on this device that writes a file
+    tdax_run(dev, "import sys; open(sys.argv[1], 'w').close()", diskdir / "other")
     assert info(dev)["live_records"] == 0
 
 

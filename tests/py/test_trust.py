@@ -84,9 +84,12 @@ def test_squatted_default_region_is_refused_and_the_application_runs(users, defa
     assert "app ran, preload=''" in p.stdout
     one_line_about(p.stderr, squat, f"belongs to user {attacker.pw_uid}", "--allow-shared")
     assert digest(squat) == before
-    # the preload alone refuses it too, and passes every call through
+    # the preload alone refuses it too when the program first writes a file
+    # (it attaches then, start.h), and passes every call through
     lib = TDAX.parent.parent / "lib" / "libtdax.so"
-    p = run(SYSPY, "-c", "print('ok')", user=victim.pw_uid,
+    writes = ("import os; p = '/var/tmp/tdax-trust-%d' % os.getpid(); open(p, 'w').close(); "
+              "os.unlink(p); print('ok')")
+    p = run(SYSPY, "-c", writes, user=victim.pw_uid,
             env={"LD_PRELOAD": str(lib), "TDAX_DEVICE": squat}, check=0)
     assert p.stdout.strip() == "ok" and f"belongs to user {attacker.pw_uid}" in p.stderr
     assert digest(squat) == before
