@@ -27,7 +27,7 @@ from .suites import SUITES
 
 NEEDS = {"redis": ["redis-server", "redis-benchmark"], "ycsb": ["redis-server"],
          "postgres": [str(env.PGBIN / "postgres"), str(env.PGBIN / "pgbench")],
-         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": []}
+         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"]}
 PACKAGES = {"redis": "redis-server redis-tools", "ycsb": "redis-server", "postgres": "postgresql",
             "rocksdb": "rocksdb-tools", "fio": "fio"}
 

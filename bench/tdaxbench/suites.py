@@ -199,8 +199,25 @@ def ycsb(o):
     return cfgs
 
 
+# ---- start-up -----------------------------------------------------------------
+
+def startup_run(n):
+    """A shell starting /bin/true n times: what every exec'd helper, script
+    and build step pays for tdax (start.h: a process attaches only when it
+    first writes a file, so these should pay nothing)."""
+    def run(mode, device, o):
+        t0 = time.perf_counter()
+        out_of(env.tdax_prefix(mode, device) + ["sh", "-c", f"for i in $(seq {n}); do /bin/true; done"])
+        return n / (time.perf_counter() - t0)
+    return run
+
+
+def startup(o):
+    return [Config("exec /bin/true from sh", startup_run(100 if o.quick else 500), "execs/s")]
+
+
 SUITES = {"redis": redis, "postgres": postgres, "rocksdb": rocksdb, "sqlite": sqlite, "fio": fio,
-          "ycsb": ycsb}
+          "ycsb": ycsb, "startup": startup}
 
 # The reference results of shared/SPEC.md §4: (config, speedup over default,
 # fraction of sync-off) as the thesis / Transparent DAX Mappings paper report.
