@@ -5,6 +5,7 @@
 #include "core/pmem.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <pthread.h>
 
 /* The soname of the libpmem2 the build was made against (Debian 12: PMDK 1.12). */

@@ -145,7 +145,7 @@ static int real_sync(int fd, bool datasync)
 		return -1;
 	}
 #endif
-	return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 }
 
 /* Is fd the file of entry idx, generation gen? A sync of anything else
@@ -162,7 +162,7 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (!is_file(fd, idx, gen))
-		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 	/* Take the snapshots before the sync: what was written before it is
 	 * covered by it; later writes keep their records and counts. The age
 	 * and size of what is logged are taken first, so that a record logged
@@ -230,10 +230,10 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		/* The number names another file now (closed and reused in a
 		 * way tdax did not see): not ours to answer or to release. */
 		tdax_fd_forget(fd);
-		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 	}
 	if (f->gen != e->gen)
-		return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 	tdax_tracking_sync(idx, e->gen);
 	int err = atomic_exchange(&rt->wb_error, 0);
 	if (err) {
@@ -248,7 +248,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		if (size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
-				return datasync ? tdax_real.fdatasync(fd) : tdax_real.fsync(fd);
+				return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
@@ -275,8 +275,8 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 static int open_for_checkpoint(int dirfd, const char *path, bool follow, const struct tdax_file_rt *rt)
 {
 	int fl = O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
-	int fd = rt && atomic_load(&rt->rewrite) ? tdax_real.openat(dirfd, path, O_RDWR | fl) : -1;
-	return fd >= 0 ? fd : tdax_real.openat(dirfd, path, O_RDONLY | fl);
+	int fd = rt && atomic_load(&rt->rewrite) ? TDAX_REAL(openat)(dirfd, path, O_RDWR | fl) : -1;
+	return fd >= 0 ? fd : TDAX_REAL(openat)(dirfd, path, O_RDONLY | fl);
 }
 
 /* Open a registered file by its path for a checkpoint; -1 if it cannot be
@@ -292,7 +292,7 @@ static int open_registered(uint32_t idx, bool *gone)
 	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
 	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
 		*gone = true;
-		tdax_real.close(fd);
+		TDAX_REAL(close)(fd);
 		return -1;
 	}
 	return fd;
@@ -310,12 +310,12 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
 			continue;
 		char self[64];
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", i);
-		int fd = tdax_real.openat(AT_FDCWD, self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		int fd = TDAX_REAL(openat)(AT_FDCWD, self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0)
 			continue;
 		if (tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was))
 			return fd;
-		tdax_real.close(fd);
+		TDAX_REAL(close)(fd);
 	}
 	return -1;
 }
@@ -358,7 +358,7 @@ int tdax_coherent_checkpoint_file(uint32_t idx)
 	}
 	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 	int e = errno;
-	tdax_real.close(fd);
+	TDAX_REAL(close)(fd);
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
 	if (rc != 0) {
 		/* The first error is the one the next sync reports (as Linux does). */
@@ -377,7 +377,7 @@ int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint
 	 * and its whole identity: an O_PATH descriptor has no inode generation,
 	 * and without it a new file on a reused inode number passes for the
 	 * removed one. So: O_PATH to look, then the same inode opened again. */
-	int p = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	int p = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (p < 0)
 		return 0;
 	struct stat st;
@@ -394,7 +394,7 @@ int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint
 		*plus1 = idx + 1;
 		const struct tdax_file_rt *rt = tdax_rt_of(idx);
 		if (atomic_load(&rt->rewrite)) { /* the records go to the file again */
-			tdax_real.close(fd);
+			TDAX_REAL(close)(fd);
 			fd = open_for_checkpoint(AT_FDCWD, self, true, rt);
 		}
 		if (fd >= 0 && (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))) {
@@ -404,8 +404,8 @@ int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint
 	}
 	int e = errno;
 	if (fd >= 0)
-		tdax_real.close(fd);
-	tdax_real.close(p);
+		TDAX_REAL(close)(fd);
+	TDAX_REAL(close)(p);
 	errno = e;
 	return rc;
 }

@@ -69,9 +69,9 @@ static __thread int in_positional TDAX_TLS;
 static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, int rwf)
 {
 	if (rwf)
-		return tdax_real.pwritev2(fd, iov, n, off, rwf);
-	return n == 1 ? tdax_real.pwrite(fd, iov[0].iov_base, iov[0].iov_len, off)
-		      : tdax_real.pwritev(fd, iov, n, off);
+		return TDAX_REAL(pwritev2)(fd, iov, n, off, rwf);
+	return n == 1 ? TDAX_REAL(pwrite)(fd, iov[0].iov_base, iov[0].iov_len, off)
+		      : TDAX_REAL(pwritev)(fd, iov, n, off);
 }
 
 /*
@@ -88,7 +88,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
 		 * write: the lock is ours already. The kernel's write, unlogged. */
-		ssize_t r = rwf ? tdax_real.pwritev2(fd, iov, n, -1, rwf) : tdax_real.writev(fd, iov, n);
+		ssize_t r = rwf ? TDAX_REAL(pwritev2)(fd, iov, n, -1, rwf) : TDAX_REAL(writev)(fd, iov, n);
 		if (r > 0)
 			unlogged(e);
 		return r;
@@ -105,9 +105,9 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 		if (r > 0 && lseek(fd, pos + r, SEEK_SET) >= 0)
 			end = pos + r;
 	} else {
-		r = rwf ? tdax_real.pwritev2(wfd, iov, n, -1, rwf)
-		    : n == 1 ? tdax_real.write(wfd, iov[0].iov_base, iov[0].iov_len)
-			     : tdax_real.writev(wfd, iov, n);
+		r = rwf ? TDAX_REAL(pwritev2)(wfd, iov, n, -1, rwf)
+		    : n == 1 ? TDAX_REAL(write)(wfd, iov[0].iov_base, iov[0].iov_len)
+			     : TDAX_REAL(writev)(wfd, iov, n);
 		end = r > 0 ? lseek(wfd, 0, SEEK_CUR) : -1;
 		if (e->twin_plus1 && end >= 0)
 			lseek(fd, end, SEEK_SET);
@@ -199,7 +199,7 @@ int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 {
 	if (checkpoint_before(fd, e) != 0)
 		return -1; /* records that cannot be written back must not outlive the truncate */
-	int r = tdax_real.ftruncate(fd, len);
+	int r = TDAX_REAL(ftruncate)(fd, len);
 	int err = errno;
 	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
 	errno = err;
@@ -211,7 +211,7 @@ int tdax_coherent_truncate(const char *path, off_t len)
 	uint32_t gen, plus1;
 	if (tdax_coherent_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
 		return -1;
-	int r = tdax_real.truncate(path, len);
+	int r = TDAX_REAL(truncate)(path, len);
 	int err = errno;
 	if (plus1 && r == 0) {
 		atomic_store(&tdax_rt_of(plus1 - 1)->size_seen, (uint64_t)len);
@@ -228,7 +228,7 @@ int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off
 	 * records written before must not be replayed over the result. */
 	if ((mode & ~FALLOC_FL_KEEP_SIZE) && checkpoint_before(fd, e) != 0)
 		return -1;
-	int r = tdax_real.fallocate(fd, mode, off, len);
+	int r = TDAX_REAL(fallocate)(fd, mode, off, len);
 	int err = errno;
 	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
 	errno = err;

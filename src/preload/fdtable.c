@@ -106,9 +106,9 @@ static int own_floor(void)
 
 static int move_high(int fd)
 {
-	int to = tdax_real.fcntl(fd, F_DUPFD_CLOEXEC, own_floor());
+	int to = TDAX_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, own_floor());
 	if (to < 0)
-		to = tdax_real.fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		to = TDAX_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 3);
 	return to;
 }
 
@@ -237,7 +237,7 @@ int tdax_twin_open(int fd, int flags)
 	char self[64];
 	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", fd);
 	int acc = (flags & O_ACCMODE) == O_RDWR ? O_RDWR : O_WRONLY;
-	int t = tdax_real.openat(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
+	int t = TDAX_REAL(openat)(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
 	if (t < 0)
 		return 0;
 	int i = adopt(t, NULL);

@@ -29,8 +29,6 @@
 
 static const struct tdax_fd *managed(int fd)
 {
-	if (!tdax_real.write)
-		tdax_resolve_real();
 	return tdax_on() ? tdax_fd_get(fd) : NULL;
 }
 
@@ -45,8 +43,6 @@ static bool takes_mode(int flags)
  * should manage. */
 static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
-	if (!tdax_real.openat)
-		tdax_resolve_real();
 	/* No record may outlive a truncate (Linux truncates with O_RDONLY too):
 	 * the checkpoint's error instead. */
 	uint32_t plus1, gen;
@@ -56,11 +52,11 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
 	if (!manage) {
-		int fd = tdax_real.openat(dirfd, path, flags, mode);
+		int fd = TDAX_REAL(openat)(dirfd, path, flags, mode);
 		tdax_fd_forget(fd); /* the number may have been a managed file's */
 		return fd;
 	}
-	int fd = tdax_real.openat(dirfd, path, flags, mode);
+	int fd = TDAX_REAL(openat)(dirfd, path, flags, mode);
 	if (fd >= 0) {
 		int e = errno;
 		if (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach()))
@@ -139,7 +135,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
-		return tdax_real.write(fd, buf, n);
+		return TDAX_REAL(write)(fd, buf, n);
 	struct iovec iov = { (void *)buf, n };
 	return tdax_coherent_write(fd, e, &iov, 1, -1, 0);
 }
@@ -148,7 +144,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
-		return tdax_real.writev(fd, iov, n);
+		return TDAX_REAL(writev)(fd, iov, n);
 	return tdax_coherent_write(fd, e, iov, n, -1, 0);
 }
 
@@ -156,7 +152,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e || off < 0)
-		return tdax_real.pwrite(fd, buf, n, off);
+		return TDAX_REAL(pwrite)(fd, buf, n, off);
 	struct iovec iov = { (void *)buf, n };
 	return tdax_coherent_write(fd, e, &iov, 1, off, 0);
 }
@@ -170,7 +166,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0 || off < 0)
-		return tdax_real.pwritev(fd, iov, n, off);
+		return TDAX_REAL(pwritev)(fd, iov, n, off);
 	return tdax_coherent_write(fd, e, iov, n, off, 0);
 }
 
@@ -183,7 +179,7 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int f
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
-		return tdax_real.pwritev2(fd, iov, n, off, flags);
+		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
 	return tdax_coherent_write(fd, e, iov, n, off, flags);
 }
 
@@ -197,13 +193,13 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, in
 EXPORT int fsync(int fd)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_sync(fd, e, false) : tdax_real.fsync(fd);
+	return e ? tdax_coherent_sync(fd, e, false) : TDAX_REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_sync(fd, e, true) : tdax_real.fdatasync(fd);
+	return e ? tdax_coherent_sync(fd, e, true) : TDAX_REAL(fdatasync)(fd);
 }
 
 /* ---- size and metadata ---------------------------------------------- */
@@ -211,7 +207,7 @@ EXPORT int fdatasync(int fd)
 EXPORT int ftruncate(int fd, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_ftruncate(fd, e, len) : tdax_real.ftruncate(fd, len);
+	return e ? tdax_coherent_ftruncate(fd, e, len) : TDAX_REAL(ftruncate)(fd, len);
 }
 
 EXPORT int ftruncate64(int fd, off_t len)
@@ -221,10 +217,8 @@ EXPORT int ftruncate64(int fd, off_t len)
 
 EXPORT int truncate(const char *path, off_t len)
 {
-	if (!tdax_real.truncate)
-		tdax_resolve_real();
 	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_coherent_truncate(path, len)
-						 : tdax_real.truncate(path, len);
+						 : TDAX_REAL(truncate)(path, len);
 }
 
 EXPORT int truncate64(const char *path, off_t len)
@@ -235,7 +229,7 @@ EXPORT int truncate64(const char *path, off_t len)
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_fallocate(fd, e, mode, off, len) : tdax_real.fallocate(fd, mode, off, len);
+	return e ? tdax_coherent_fallocate(fd, e, mode, off, len) : TDAX_REAL(fallocate)(fd, mode, off, len);
 }
 
 EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
@@ -246,7 +240,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	int r = tdax_real.posix_fallocate(fd, off, len);
+	int r = TDAX_REAL(posix_fallocate)(fd, off, len);
 	if (e)
 		tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
 	return r;
@@ -266,7 +260,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	const struct tdax_fd *e = managed(fd);
 	if (e && (flags & MAP_SHARED))
 		tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_MMAP);
-	return tdax_real.mmap(addr, len, prot, flags, fd, off);
+	return TDAX_REAL(mmap)(addr, len, prot, flags, fd, off);
 }
 
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -285,9 +279,7 @@ static void moved_in(int fd, ssize_t r)
 EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len,
 			       unsigned flags)
 {
-	if (!tdax_real.copy_file_range)
-		tdax_resolve_real();
-	ssize_t r = tdax_real.copy_file_range(in, off_in, out, off_out, len, flags);
+	ssize_t r = TDAX_REAL(copy_file_range)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
 	errno = err;
@@ -296,9 +288,7 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t len)
 {
-	if (!tdax_real.sendfile)
-		tdax_resolve_real();
-	ssize_t r = tdax_real.sendfile(out, in, off, len);
+	ssize_t r = TDAX_REAL(sendfile)(out, in, off, len);
 	int err = errno;
 	moved_in(out, r);
 	errno = err;
@@ -312,9 +302,7 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t len)
 
 EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len, unsigned flags)
 {
-	if (!tdax_real.splice)
-		tdax_resolve_real();
-	ssize_t r = tdax_real.splice(in, off_in, out, off_out, len, flags);
+	ssize_t r = TDAX_REAL(splice)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
 	errno = err;
@@ -332,9 +320,7 @@ static void stdio_on(FILE *f, const char *mode)
 
 EXPORT FILE *fopen(const char *path, const char *mode)
 {
-	if (!tdax_real.fopen)
-		tdax_resolve_real();
-	FILE *f = tdax_real.fopen(path, mode);
+	FILE *f = TDAX_REAL(fopen)(path, mode);
 	if (f)
 		tdax_fd_forget(fileno(f)); /* a new descriptor: whatever the number was, it is this */
 	stdio_on(f, mode);
@@ -348,9 +334,7 @@ EXPORT FILE *fopen64(const char *path, const char *mode)
 
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
-	if (!tdax_real.fdopen)
-		tdax_resolve_real();
-	FILE *f = tdax_real.fdopen(fd, mode);
+	FILE *f = TDAX_REAL(fdopen)(fd, mode);
 	stdio_on(f, mode);
 	return f;
 }
@@ -370,71 +354,61 @@ static void before_exec(void)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return tdax_real.execve(path, argv, envp);
+	return TDAX_REAL(execve)(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	return tdax_real.execve(path, argv, environ);
+	return TDAX_REAL(execve)(path, argv, environ);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	return tdax_real.execvpe(file, argv, environ);
+	return TDAX_REAL(execvpe)(file, argv, environ);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return tdax_real.execvpe(file, argv, envp);
+	return TDAX_REAL(execvpe)(file, argv, envp);
 }
 
 /* ---- names (names.h) ------------------------------------------------- */
 
 EXPORT int rename(const char *oldpath, const char *newpath)
 {
-	if (!tdax_real.rename)
-		tdax_resolve_real();
 	if (!tdax_on_attached())
-		return tdax_real.rename(oldpath, newpath);
+		return TDAX_REAL(rename)(oldpath, newpath);
 	return tdax_names_rename(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
 }
 
 EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
 {
-	if (!tdax_real.renameat)
-		tdax_resolve_real();
 	if (!tdax_on_attached())
-		return tdax_real.renameat(olddir, oldpath, newdir, newpath);
+		return TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, 0);
 }
 
 EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned flags)
 {
-	if (!tdax_real.renameat2)
-		tdax_resolve_real();
 	if (!tdax_on_attached())
-		return tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags);
+		return TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, flags);
 }
 
 EXPORT int unlink(const char *path)
 {
-	if (!tdax_real.unlink)
-		tdax_resolve_real();
 	if (!tdax_on_for_path(AT_FDCWD, path, false))
-		return tdax_real.unlink(path);
+		return TDAX_REAL(unlink)(path);
 	return tdax_names_unlink(AT_FDCWD, path, 0);
 }
 
 EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
-	if (!tdax_real.unlinkat)
-		tdax_resolve_real();
 	if ((flags & AT_REMOVEDIR) || !tdax_on_for_path(dirfd, path, false))
-		return tdax_real.unlinkat(dirfd, path, flags);
+		return TDAX_REAL(unlinkat)(dirfd, path, flags);
 	return tdax_names_unlink(dirfd, path, flags);
 }

@@ -56,14 +56,12 @@ static int fresh(int fd)
 
 EXPORT int close(int fd)
 {
-	if (!tdax_real.close)
-		tdax_resolve_real();
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF; /* not open, as far as the application knows */
 		return -1;
 	}
 	tdax_fd_forget(fd);
-	return tdax_real.close(fd);
+	return TDAX_REAL(close)(fd);
 }
 
 EXPORT int close_range(unsigned first, unsigned last, int flags)
@@ -99,13 +97,11 @@ EXPORT int fclose(FILE *f)
 
 EXPORT int dup(int fd)
 {
-	if (!tdax_real.dup)
-		tdax_resolve_real();
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF;
 		return -1;
 	}
-	int r = tdax_real.dup(fd);
+	int r = TDAX_REAL(dup)(fd);
 	if (r >= 0)
 		tdax_manage_dup(fd, r);
 	return r;
@@ -113,14 +109,12 @@ EXPORT int dup(int fd)
 
 EXPORT int dup2(int fd, int to)
 {
-	if (!tdax_real.dup2)
-		tdax_resolve_real();
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF;
 		return -1;
 	}
 	tdax_ownfd_evict(to);
-	int r = tdax_real.dup2(fd, to);
+	int r = TDAX_REAL(dup2)(fd, to);
 	if (r >= 0 && r != fd)
 		tdax_manage_dup(fd, r);
 	return r;
@@ -128,14 +122,12 @@ EXPORT int dup2(int fd, int to)
 
 EXPORT int dup3(int fd, int to, int flags)
 {
-	if (!tdax_real.dup3)
-		tdax_resolve_real();
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF;
 		return -1;
 	}
 	tdax_ownfd_evict(to);
-	int r = tdax_real.dup3(fd, to, flags);
+	int r = TDAX_REAL(dup3)(fd, to, flags);
 	if (r >= 0)
 		tdax_manage_dup(fd, r);
 	return r;
@@ -143,13 +135,11 @@ EXPORT int dup3(int fd, int to, int flags)
 
 static int do_fcntl(int fd, int cmd, void *arg)
 {
-	if (!tdax_real.fcntl)
-		tdax_resolve_real();
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF;
 		return -1;
 	}
-	int r = tdax_real.fcntl(fd, cmd, arg);
+	int r = TDAX_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 || fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
 		return r;
 	int err = errno;
@@ -161,12 +151,12 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		break;
 	case F_SETFL:
 		if (e) {
-			int fl = tdax_real.fcntl(fd, F_GETFL);
+			int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
 			struct tdax_fd *m = &tdax_fds[fd];
 			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
 				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
 			if (m->twin_plus1) /* the twin writes as the descriptor would */
-				tdax_real.fcntl(tdax_twin_fd(m->twin_plus1), F_SETFL,
+				TDAX_REAL(fcntl)(tdax_twin_fd(m->twin_plus1), F_SETFL,
 						fl & (O_APPEND | O_DIRECT | O_NOATIME));
 		}
 		break;

@@ -63,12 +63,12 @@ bool tdax_manage_wants(int fd, int flags)
 
 bool tdax_manage_wants_path(int dirfd, const char *path, bool follow)
 {
-	int fd = tdax_real.openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	int fd = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (fd < 0)
 		return false;
 	struct stat st;
 	bool yes = qualifies(fd, O_WRONLY, &st);
-	tdax_real.close(fd);
+	TDAX_REAL(close)(fd);
 	return yes;
 }
 

@@ -16,7 +16,7 @@
 /* The absolute path dirfd/path names now, and whether it is a directory. */
 static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 1], bool *is_dir)
 {
-	int fd = tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = TDAX_REAL(openat)(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	char link[64];
@@ -28,7 +28,7 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 		out[n] = '\0';
 		*is_dir = S_ISDIR(st.st_mode);
 	}
-	tdax_real.close(fd);
+	TDAX_REAL(close)(fd);
 	return ok;
 }
 
@@ -58,16 +58,16 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	if (!abs_path(olddir, oldpath, old_abs, &old_dir))
-		return flags ? tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags)
-			     : tdax_real.renameat(olddir, oldpath, newdir, newpath); /* its error */
+		return flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
+			     : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath); /* its error */
 	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
 		new_dir = false;
 	if (old_dir)
 		tdax_coherent_checkpoint_below(old_abs);
 	if (new_dir)
 		tdax_coherent_checkpoint_below(new_abs);
-	int r = flags ? tdax_real.renameat2(olddir, oldpath, newdir, newpath, flags)
-		      : tdax_real.renameat(olddir, oldpath, newdir, newpath);
+	int r = flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
+		      : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
 	int err = errno;
 	if (r == 0) {
 		/* The file rename replaced may live on through a descriptor: it
@@ -95,10 +95,10 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 {
 	uint32_t gen, plus1;
 	tdax_coherent_checkpoint_path(dirfd, path, false, &plus1, &gen);
-	int fd = plus1 ? tdax_real.openat(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int fd = plus1 ? TDAX_REAL(openat)(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
-	int r = tdax_real.unlinkat(dirfd, path, flags);
+	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
 	int err = errno;
 	if (r == 0 && named)
 		tdax_shadow_unlinked(name);
@@ -110,7 +110,7 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 			tdax_coherent_kernel_only(plus1 - 1, TDAX_FB_METADATA);
 	}
 	if (fd >= 0)
-		tdax_real.close(fd);
+		TDAX_REAL(close)(fd);
 	errno = err;
 	return r;
 }

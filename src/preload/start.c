@@ -51,7 +51,7 @@ static bool each_fd(bool (*fn)(int fd, int flags))
 		int fd = atoi(de->d_name);
 		if (de->d_name[0] == '.' || fd == self)
 			continue;
-		int fl = tdax_real.fcntl(fd, F_GETFL);
+		int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0)
 			stop = fn(fd, fl & ~(O_CREAT | O_TRUNC));
 	}
@@ -221,7 +221,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	configure();
 	/* Started with stderr closed (a daemon): fd 2 may become one of the
 	 * application's files, so tdax says nothing rather than write into it. */
-	if (tdax_real.fcntl(2, F_GETFD) < 0)
+	if (TDAX_REAL(fcntl)(2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
 	pthread_atfork(NULL, NULL, at_fork_child);
 	atexit(at_exit);

@@ -37,11 +37,11 @@ void tdax_warn(const char *fmt, const char *a, const char *b)
 	tdax_inside++;
 	/* The write-back thread has a descriptor table of its own (fdtable.h):
 	 * the application's stderr, as it is now, through /proc. */
-	int fd = tdax_fds_private ? tdax_real.open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
-	if (fd >= 0 && tdax_real.write(fd, line, (size_t)n) < 0)
+	int fd = tdax_fds_private ? TDAX_REAL(open)("/proc/self/fd/2", O_WRONLY | O_APPEND | O_CLOEXEC) : 2;
+	if (fd >= 0 && TDAX_REAL(write)(fd, line, (size_t)n) < 0)
 		n = 0;
 	if (fd != 2 && fd >= 0)
-		tdax_real.close(fd);
+		TDAX_REAL(close)(fd);
 	tdax_inside--;
 }
 

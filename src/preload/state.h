@@ -86,8 +86,13 @@ struct tdax_real {
 };
 #undef TDAX_REAL_FIELD
 extern struct tdax_real tdax_real;
-/* Fill tdax_real (once; the hooks call it when they run before the
- * constructor, as from another library's constructor). */
+/* The real function: TDAX_REAL(fsync)(fd) is libc's fsync(fd). A hook may
+ * run before the constructor (from another library's), so the table is
+ * filled on first use. */
+#define TDAX_REAL(name)                                                                \
+	(__builtin_expect(tdax_real.name != NULL, 1) ? tdax_real.name                  \
+						      : (tdax_resolve_real(), tdax_real.name))
+/* Fill tdax_real (TDAX_REAL does it when needed). */
 void tdax_resolve_real(void);
 
 /* Thread-locals of the hot path: initial-exec, so that reading one is a
