@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/device.h"
+#include "core/layout.h"
 #include "policy/track.h"
 
 struct tdax_control {

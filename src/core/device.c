@@ -29,8 +29,12 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-_Static_assert(sizeof(struct tdax_super) <= TDAX_STATE_OFF, "super overlaps state");
+_Static_assert(TDAX_SUPER_OFF == 0 && sizeof(struct tdax_super) <= TDAX_STATE_OFF,
+	       "super overlaps state");
 _Static_assert(sizeof(struct tdax_state) <= TDAX_SEQ_OFF - TDAX_STATE_OFF, "state overlaps seq");
+_Static_assert(TDAX_SEQ_OFF % TDAX_CACHELINE == 0 && TDAX_REGLOCK_OFF - TDAX_SEQ_OFF >= TDAX_CACHELINE &&
+	       TDAX_REGLOCK_OFF % TDAX_CACHELINE == 0 && TDAX_STATS_OFF - TDAX_REGLOCK_OFF >= TDAX_CACHELINE,
+	       "the sequence counter and the registration lock have a cache line each");
 
 const char *tdax_backend_name(enum tdax_backend b)
 {
@@ -447,7 +451,7 @@ static int check_create_size(const char *path, uint64_t cap, uint32_t seg, struc
 		return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at least "
 			"%llu bytes (8M)", path, (unsigned long long)cap,
 			(unsigned long long)TDAX_MIN_CAPACITY);
-	if (seg < 4096 || seg % 4096 ||
+	if (seg < TDAX_MIN_SEG_SIZE || seg % TDAX_MIN_SEG_SIZE ||
 	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
 	     (uint64_t)TDAX_DEFAULT_MAX_RANGES * TDAX_RANGE_ENTRY_SIZE) / seg < 4)
 		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
@@ -607,7 +611,7 @@ static bool table_fits(uint64_t off, uint32_t n, uint32_t size, uint64_t start, 
 	return off >= start && off <= cap && (uint64_t)n * size <= cap - off;
 }
 
-_Static_assert(4096 >= TDAX_SEG_HEADER_SIZE + 2 * TDAX_CACHELINE,
+_Static_assert(TDAX_MIN_SEG_SIZE >= TDAX_SEG_HEADER_SIZE + 2 * TDAX_CACHELINE,
 	       "the smallest segment holds its header and one record");
 
 /*
@@ -637,7 +641,7 @@ static int check_geometry(const char *path, const struct tdax_super *sb, struct 
 			"per barrier", err);
 	if (sb->nsegs == 0)
 		return bad_field(path, "nsegs", sb->nsegs, "a device needs a segment", err);
-	if (sb->seg_size < 4096 || sb->seg_size % 4096)
+	if (sb->seg_size < TDAX_MIN_SEG_SIZE || sb->seg_size % TDAX_MIN_SEG_SIZE)
 		return bad_field(path, "seg_size", sb->seg_size, "must be a multiple of 4096", err);
 	if (sb->files_off % TDAX_CACHELINE ||
 	    !table_fits(sb->files_off, sb->max_files, sb->file_entry_size, TDAX_HEADER_SIZE, cap))

@@ -4,16 +4,7 @@
  * on-device header and layout, and the persistence primitives (libpmem2,
  * plus the emulated backend's extra cost per barrier and bandwidth cap).
  *
- * Layout (offsets from the start of the region):
- *   0             struct tdax_super: immutable geometry, checksummed
- *   256           struct tdax_state: boot id of last use, clean flag
- *   512           the device-wide sequence counter (own cache line)
- *   576           the registration lock word (own cache line)
- *   1024          device-wide counters (stats.h)
- *   2048          tunables of the policy (control.h)
- *   files_off     file identity table (files.h), max_files entries
- *   ranges_off    tracked file ranges (ranges.h), max_ranges entries
- *   segs_off      write log segments (log.h), nsegs * seg_size bytes
+ * The layout of the region (offsets, entry sizes, version): core/layout.h.
  */
 #ifndef TDAX_DEVICE_H
 #define TDAX_DEVICE_H
@@ -25,23 +16,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/layout.h"
 #include "core/util.h"
 
-#define TDAX_MAGIC "TDAXREGN"
-#define TDAX_LAYOUT_VERSION 1
-#define TDAX_CACHELINE 64
 /* The default region is per user: /dev/shm/tdax-UID (tdax_default_device()),
  * so that no user's default is a path another user can create first. */
 #define TDAX_DEFAULT_DEVICE_HELP "/dev/shm/tdax-UID"
-#define TDAX_DEFAULT_CAPACITY (256ull << 20)
-#define TDAX_MIN_CAPACITY (8ull << 20)
-#define TDAX_DEFAULT_SEG_SIZE (1u << 20)
-#define TDAX_DEFAULT_MAX_FILES 1024u
-#define TDAX_FILE_ENTRY_SIZE 1024u /* struct tdax_file, files.h */
-#define TDAX_SEG_HEADER_SIZE 256u  /* struct tdax_seg, log.h */
-#define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
-#define TDAX_DEFAULT_MAX_RANGES 8192u
-#define TDAX_TUNABLES_OFF 2048
 #define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
 
 enum tdax_backend {
@@ -79,11 +59,6 @@ struct tdax_state {
 	uint32_t clean;           /* TDAX_STATE_* */
 	uint32_t crc;
 };
-
-#define TDAX_STATE_OFF 256
-#define TDAX_SEQ_OFF 512
-#define TDAX_REGLOCK_OFF 576
-#define TDAX_HEADER_SIZE 4096
 
 struct tdax_device {
 	char path[PATH_MAX];

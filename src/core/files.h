@@ -14,9 +14,8 @@
 #include <stdint.h>
 
 #include "core/device.h"
+#include "core/layout.h"
 #include "policy/track.h"
-
-#define TDAX_FILE_PATH_MAX 768
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
 enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */

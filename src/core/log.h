@@ -20,9 +20,7 @@
 #include <stdint.h>
 
 #include "core/device.h"
-
-#define TDAX_REC_MAGIC 0x52584454u /* "TDXR" */
-#define TDAX_SEG_SLOTS 12
+#include "core/layout.h"
 
 enum { TDAX_REC_WRITE = 1 };
 
