@@ -12,7 +12,7 @@
 
 #include "core/device.h"
 #include "core/layout.h"
-#include "policy/track.h"
+#include "core/tunables.h"
 
 struct tdax_control {
 	_Atomic uint32_t upgrade_pct;

@@ -15,7 +15,7 @@
 
 #include "core/device.h"
 #include "core/layout.h"
-#include "policy/track.h"
+#include "core/tunables.h" /* TDAX_MAX_GRAN_ORDER */
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
 enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */

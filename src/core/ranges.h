@@ -1,7 +1,8 @@
 /*
  * ranges -- the table of tracked file ranges in the device: one entry per
  * (file, range number) that has seen a write, holding the policy's
- * counters and state (track.h), shared by every process. Open addressing
+ * counters and state (struct tdax_range_track, decided on by
+ * policy/track.h), shared by every process. Open addressing
  * with lock-free insertion; entries of files whose table entry was reused
  * start over.
  */
@@ -14,7 +15,34 @@
 
 #include "core/device.h"
 #include "core/layout.h"
-#include "policy/track.h"
+
+#define TDAX_WIN_BUCKETS 8
+
+/* A sliding-window count: bucket = (bucket number << 32) | count. */
+struct tdax_window {
+	_Atomic uint64_t b[TDAX_WIN_BUCKETS];
+};
+
+/* The range states (the thesis' marks). */
+enum tdax_range_state {
+	TDAX_R_NONE = 0,
+	TDAX_R_TO_UPGRADE,
+	TDAX_R_UPGRADING,
+	TDAX_R_UPGRADED,
+	TDAX_R_TO_DOWNGRADE,
+	TDAX_R_DOWNGRADING,
+};
+
+/* The policy's counters and state of one range (policy/track.h decides on
+ * them); lives in the range entry. */
+struct tdax_range_track {
+	_Atomic uint32_t state;       /* enum tdax_range_state */
+	_Atomic uint32_t dirty;       /* pages written since the file's last sync */
+	_Atomic uint32_t last_page;   /* last page written (repeat writes to it are one dirty page) */
+	_Atomic uint32_t transitions; /* upgrade and downgrade decisions taken */
+	struct tdax_window wr;        /* write_count */
+	struct tdax_window wb;        /* writeback_count */
+};
 
 struct tdax_range {
 	_Atomic uint64_t key;  /* (file index + 1) << 32 | range number; 0 = free */
