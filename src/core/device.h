@@ -113,8 +113,27 @@ int tdax_backend_parse(const char *s, enum tdax_backend *out);
 /* /dev/shm/tdax-UID for this process's effective uid. */
 const char *tdax_default_device(void);
 
-/* Create and format a device region. Never overwrites without opts->force. */
+/* Transitional: tdax_device_create() is core/format.c's, declared in
+ * core/format.h; this copy of its prototype stays until src/cli and bench
+ * include core/format.h. */
 int tdax_device_create(const struct tdax_create_opts *opts, struct tdax_err *err);
+
+/*
+ * For the region's creator (core/format.c): open or make the file or device
+ * opts names -- every check create makes, before anything is written --,
+ * size it, set its owner and mode, and map it (not pre-faulted) into *dev;
+ * *capacity: the bytes the new region may use. 0, or -1 with err and
+ * nothing left behind (a file it made is removed). The region's bytes are
+ * not touched: formatting them is the creator's.
+ */
+int tdax_device_make(const struct tdax_create_opts *opts, struct tdax_device *dev,
+		     uint64_t *capacity, struct tdax_err *err);
+/* Unmap a region tdax_device_make() mapped. */
+void tdax_device_unmake(struct tdax_device *dev);
+/* Use the geometry sb (written by the creator) for dev's tables. */
+void tdax_device_set_geometry(struct tdax_device *dev, const struct tdax_super *sb);
+/* The super-block's checksum (of every field before crc). */
+uint32_t tdax_super_crc(const struct tdax_super *sb);
 
 /* Open and validate; on success *out is mapped and ready. */
 int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err);

@@ -267,3 +267,10 @@ int tdax_files_move_below(struct tdax_device *dev, const char *from, const char 
 	tdax_pidlock_release(dev->reglock);
 	return moved;
 }
+
+void tdax_files_format(struct tdax_device *dev)
+{
+	uint64_t n = (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE;
+	memset(tdax_file_at(dev, 0), 0, n);
+	tdax_persist(dev, tdax_file_at(dev, 0), n);
+}

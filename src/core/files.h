@@ -76,6 +76,10 @@ static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint
 				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
 }
 
+/* Format the file table of a new region (core/format.c): every entry free.
+ * Persistent on return. */
+void tdax_files_format(struct tdax_device *dev);
+
 /* The identity of an open file: file system id (f_fsid, else the device
  * number), inode and (where known) inode generation. */
 struct tdax_ident {

@@ -419,3 +419,13 @@ int tdax_log_scan(struct tdax_device *dev, const struct tdax_scan_cb *cb)
 	}
 	return 0;
 }
+
+void tdax_log_format(struct tdax_device *dev)
+{
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		struct tdax_seg *s = tdax_seg_at(dev, i);
+		memset(s, 0, TDAX_SEG_HEADER_SIZE);
+		tdax_flush(dev, s, TDAX_SEG_HEADER_SIZE);
+	}
+	tdax_drain(dev, 0);
+}

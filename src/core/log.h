@@ -76,6 +76,11 @@ static inline struct tdax_seg *tdax_seg_at(const struct tdax_device *dev, uint32
 	return (struct tdax_seg *)(dev->base + dev->sb->segs_off + (uint64_t)i * dev->sb->seg_size);
 }
 
+/* Format the log of a new region (core/format.c): every segment header
+ * zero (free, epoch 0, no records). Only the headers are written: a
+ * segment's records count only up to its tail. Persistent on return. */
+void tdax_log_format(struct tdax_device *dev);
+
 /* Largest data length one record can carry on this device. */
 uint32_t tdax_log_max_len(const struct tdax_device *dev);
 

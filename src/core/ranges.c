@@ -88,3 +88,10 @@ struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint3
 	}
 	return NULL;
 }
+
+void tdax_ranges_format(struct tdax_device *dev)
+{
+	uint64_t n = (uint64_t)dev->sb->max_ranges * TDAX_RANGE_ENTRY_SIZE;
+	memset(tdax_range_at(dev, 0), 0, n);
+	tdax_persist(dev, tdax_range_at(dev, 0), n);
+}

@@ -68,6 +68,10 @@ static inline uint32_t tdax_range_number(const struct tdax_range *r)
 	return (uint32_t)atomic_load(&r->key);
 }
 
+/* Format the range table of a new region (core/format.c): every entry
+ * free. Persistent on return. */
+void tdax_ranges_format(struct tdax_device *dev);
+
 /* The entry of range rno of (file, fgen), created if create; NULL if the
  * table is full (or it does not exist and !create). */
 struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint32_t fgen,

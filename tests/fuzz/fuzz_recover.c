@@ -32,6 +32,7 @@
 #include "core/control.h"
 #include "core/crc32c.h"
 #include "core/files.h"
+#include "core/format.h"
 #include "core/log.h"
 #include "core/ranges.h"
 #include "core/recover.h"
