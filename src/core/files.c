@@ -98,6 +98,10 @@ int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32
 /* Set path and identity checksum of an entry and persist it. */
 static void set_path(struct tdax_device *dev, struct tdax_file *f, const char *path)
 {
+	/* Callers refuse longer paths: the entry keeps its NUL (tdax_file_valid). */
+	TDAX_ASSERT(strlen(path) < TDAX_FILE_PATH_MAX);
+	/* Recovery skips the entry while its identity changes. */
+	TDAX_ASSERT(atomic_load(&f->state) == TDAX_FILE_CLAIMING);
 	memset(f->path, 0, sizeof(f->path));
 	memcpy(f->path, path, strlen(path));
 	f->crc = ident_crc(f);

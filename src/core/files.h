@@ -70,8 +70,10 @@ static inline uint32_t tdax_file_gran(const struct tdax_file_rt *rt)
 	return g > TDAX_MAX_GRAN_ORDER + 1 ? TDAX_MAX_GRAN_ORDER + 1 : g;
 }
 
+/* idx < max_files: an index read from the region is checked before. */
 static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint32_t idx)
 {
+	TDAX_ASSERT(idx < dev->sb->max_files);
 	return (struct tdax_file *)(dev->base + dev->sb->files_off +
 				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
 }

@@ -71,8 +71,10 @@ static inline uint32_t tdax_rec_size(uint32_t len)
 	return (uint32_t)sizeof(struct tdax_rec) + ((len + TDAX_CACHELINE - 1) & ~(TDAX_CACHELINE - 1u));
 }
 
+/* i < nsegs: a segment number read from the region is checked before. */
 static inline struct tdax_seg *tdax_seg_at(const struct tdax_device *dev, uint32_t i)
 {
+	TDAX_ASSERT(i < dev->sb->nsegs);
 	return (struct tdax_seg *)(dev->base + dev->sb->segs_off + (uint64_t)i * dev->sb->seg_size);
 }
 

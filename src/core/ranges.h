@@ -52,8 +52,10 @@ struct tdax_range {
 };
 _Static_assert(sizeof(struct tdax_range) <= TDAX_RANGE_ENTRY_SIZE, "range entry size");
 
+/* i < max_ranges: a slot read from the region is checked before. */
 static inline struct tdax_range *tdax_range_at(const struct tdax_device *dev, uint32_t i)
 {
+	TDAX_ASSERT(i < dev->sb->max_ranges);
 	return (struct tdax_range *)(dev->base + dev->sb->ranges_off +
 				     (uint64_t)i * TDAX_RANGE_ENTRY_SIZE);
 }
