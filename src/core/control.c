@@ -1,5 +1,6 @@
 /*
- * control -- tunables in the device: defaults, snapshot, set by name.
+ * control -- tunables in the device: defaults, validation, snapshot, set by
+ * name.
  */
 #include "core/control.h"
 
@@ -19,6 +20,23 @@ const struct tdax_tunable_info tdax_tunable_names[6] = {
 	{ "writeback_window_ms", "ms", "how long a writeback counts (the writeback decay)" },
 	{ "write_window_ms", "ms", "how long a write counts (the write decay)" },
 };
+
+const char *tdax_tunables_check(const struct tdax_tunables *t)
+{
+	if (t->upgrade_pct > 100)
+		return "upgrade_threshold must be in 0..100";
+	if (t->downgrade_pct > 100)
+		return "downgrade_threshold must be in 0..100";
+	if (t->downgrade_pct > t->upgrade_pct)
+		return "downgrade_threshold must not exceed upgrade_threshold";
+	if (t->gran_order > TDAX_MAX_GRAN_ORDER)
+		return "granularity_order must be in 0..20";
+	if (t->wb_window_ns == 0 || t->wr_window_ns == 0)
+		return "the windows must be longer than 0 ms";
+	if (t->wb_window_ns > TDAX_MAX_WINDOW_NS || t->wr_window_ns > TDAX_MAX_WINDOW_NS)
+		return "the windows must be at most 86400000 ms (a day)";
+	return 0;
+}
 
 void tdax_control_get(const struct tdax_device *dev, struct tdax_tunables *t)
 {

@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 #include "core/device.h"
-#include "policy/track.h"
+#include "core/layout.h"
+#include "core/tunables.h"
 
 struct tdax_control {
 	_Atomic uint32_t upgrade_pct;

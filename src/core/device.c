@@ -1,12 +1,11 @@
 /*
- * device -- create, open, validate and map the device region; persistence
- * primitives. Every check that can refuse a path happens here, before
- * anything is written, so bad input never costs data.
+ * device -- make (for core/format.c), open, validate and map the device
+ * region; persistence primitives. Every check that can refuse a path
+ * happens here, before anything is written, so bad input never costs data.
  */
 #define _GNU_SOURCE
 #include "core/device.h"
 #include "core/sys.h"
-#include "core/control.h"
 #include "core/crc32c.h"
 #include "core/pmtrace.h"
 
@@ -18,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -29,8 +27,12 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-_Static_assert(sizeof(struct tdax_super) <= TDAX_STATE_OFF, "super overlaps state");
+_Static_assert(TDAX_SUPER_OFF == 0 && sizeof(struct tdax_super) <= TDAX_STATE_OFF,
+	       "super overlaps state");
 _Static_assert(sizeof(struct tdax_state) <= TDAX_SEQ_OFF - TDAX_STATE_OFF, "state overlaps seq");
+_Static_assert(TDAX_SEQ_OFF % TDAX_CACHELINE == 0 && TDAX_REGLOCK_OFF - TDAX_SEQ_OFF >= TDAX_CACHELINE &&
+	       TDAX_REGLOCK_OFF % TDAX_CACHELINE == 0 && TDAX_STATS_OFF - TDAX_REGLOCK_OFF >= TDAX_CACHELINE,
+	       "the sequence counter and the registration lock have a cache line each");
 
 const char *tdax_backend_name(enum tdax_backend b)
 {
@@ -59,7 +61,7 @@ const char *tdax_default_device(void)
 	return path;
 }
 
-static uint32_t super_crc(const struct tdax_super *sb)
+uint32_t tdax_super_crc(const struct tdax_super *sb)
 {
 	return tdax_crc32c(0, sb, offsetof(struct tdax_super, crc));
 }
@@ -183,7 +185,7 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	dev->flush = pmem2_get_flush_fn(dev->map);
 	dev->drain = pmem2_get_drain_fn(dev->map);
 	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
-	if (tdax_pmtrace_attach(dev) != 0)
+	if (tdax_pmtrace_attach(dev->base, dev->size, &dev->flush, &dev->drain, &dev->memcpy) != 0)
 		return tdax_errf(err, "%s: cannot write the persist-order trace %s: %s", dev->path,
 				 secure_getenv(TDAX_PMTRACE_ENV), strerror(errno));
 	/* The mapping is all tdax needs from here on: no descriptor of its own
@@ -239,6 +241,12 @@ static void set_pointers(struct tdax_device *dev)
 	dev->bandwidth_mbps = dev->sb->bandwidth_mbps;
 }
 
+void tdax_device_set_geometry(struct tdax_device *dev, const struct tdax_super *sb)
+{
+	dev->geom = *sb;
+	set_pointers(dev);
+}
+
 void tdax_device_set_state(struct tdax_device *dev, uint32_t clean)
 {
 	struct tdax_state *st = dev->st;
@@ -260,54 +268,6 @@ bool tdax_device_boot_changed(const struct tdax_device *dev)
 	if (dev->st->crc != state_crc(dev->st))
 		return true; /* unknown: assume the worst, replay */
 	return strncmp(dev->st->boot_id, boot, sizeof(dev->st->boot_id)) != 0;
-}
-
-/* Write a fresh header. The magic goes last, so a format that is cut short
- * leaves no valid device behind. */
-static void format_region(struct tdax_device *dev, const struct tdax_create_opts *o, uint64_t cap)
-{
-	struct tdax_super *sb = (struct tdax_super *)dev->base;
-	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
-
-	memset(dev->base, 0, TDAX_HEADER_SIZE);
-	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);
-	sb->version = TDAX_LAYOUT_VERSION;
-	sb->backend = o->backend;
-	if (getrandom(sb->uuid, sizeof(sb->uuid), 0) != sizeof(sb->uuid))
-		for (size_t i = 0; i < sizeof(sb->uuid); i++)
-			sb->uuid[i] = (uint8_t)(tdax_now_ns() >> (i % 8));
-	sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
-	sb->uuid[8] = (uint8_t)((sb->uuid[8] & 0x3f) | 0x80);
-	sb->capacity = cap;
-	sb->created_unix = (uint64_t)time(NULL);
-	sb->persist_cost_ns = o->persist_cost_ns;
-	sb->bandwidth_mbps = o->bandwidth_mbps;
-	sb->files_off = TDAX_HEADER_SIZE;
-	sb->max_files = TDAX_DEFAULT_MAX_FILES;
-	sb->file_entry_size = TDAX_FILE_ENTRY_SIZE;
-	sb->ranges_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
-	sb->max_ranges = TDAX_DEFAULT_MAX_RANGES;
-	sb->range_entry_size = TDAX_RANGE_ENTRY_SIZE;
-	sb->segs_off = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
-	sb->seg_size = seg;
-	sb->nsegs = (uint32_t)((cap - sb->segs_off) / seg);
-	/* Zero the file and range tables and every segment header: nothing is
-	 * registered or tracked, and no segment holds records. */
-	memset(dev->base + sb->files_off, 0, sb->segs_off - sb->files_off);
-	tdax_persist(dev, dev->base + sb->files_off, sb->segs_off - sb->files_off);
-	for (uint32_t i = 0; i < sb->nsegs; i++) {
-		char *s = dev->base + sb->segs_off + (uint64_t)i * seg;
-		memset(s, 0, TDAX_SEG_HEADER_SIZE);
-		dev->flush(s, TDAX_SEG_HEADER_SIZE);
-	}
-	dev->geom = *sb;
-	set_pointers(dev);
-	tdax_control_format(dev);
-	tdax_device_set_state(dev, TDAX_STATE_CLEAN);
-	sb->crc = 0;
-	memcpy(sb->magic, TDAX_MAGIC, sizeof(sb->magic));
-	sb->crc = super_crc(sb);
-	tdax_persist(dev, sb, sizeof(*sb));
 }
 
 const char *tdax_device_persistence(const struct tdax_device *dev)
@@ -447,7 +407,7 @@ static int check_create_size(const char *path, uint64_t cap, uint32_t seg, struc
 		return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at least "
 			"%llu bytes (8M)", path, (unsigned long long)cap,
 			(unsigned long long)TDAX_MIN_CAPACITY);
-	if (seg < 4096 || seg % 4096 ||
+	if (seg < TDAX_MIN_SEG_SIZE || seg % TDAX_MIN_SEG_SIZE ||
 	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
 	     (uint64_t)TDAX_DEFAULT_MAX_RANGES * TDAX_RANGE_ENTRY_SIZE) / seg < 4)
 		return tdax_errf(err, "%s: a region of %llu bytes cannot hold 4 segments of %u bytes; "
@@ -519,7 +479,8 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 	return fd;
 }
 
-int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
+int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, uint64_t *capacity,
+		     struct tdax_err *err)
 {
 	struct tdax_device dev = { .fd = -1, .backend = o->backend };
 	struct stat st;
@@ -585,9 +546,14 @@ int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)
 		unmap_region(&dev);
 		return -1;
 	}
-	format_region(&dev, o, cap);
-	unmap_region(&dev);
+	*out = dev;
+	*capacity = cap;
 	return 0;
+}
+
+void tdax_device_unmake(struct tdax_device *dev)
+{
+	unmap_region(dev);
 }
 
 /* A geometry field that cannot be right: what, which value, what to do. */
@@ -607,7 +573,7 @@ static bool table_fits(uint64_t off, uint32_t n, uint32_t size, uint64_t start, 
 	return off >= start && off <= cap && (uint64_t)n * size <= cap - off;
 }
 
-_Static_assert(4096 >= TDAX_SEG_HEADER_SIZE + 2 * TDAX_CACHELINE,
+_Static_assert(TDAX_MIN_SEG_SIZE >= TDAX_SEG_HEADER_SIZE + 2 * TDAX_CACHELINE,
 	       "the smallest segment holds its header and one record");
 
 /*
@@ -637,7 +603,7 @@ static int check_geometry(const char *path, const struct tdax_super *sb, struct 
 			"per barrier", err);
 	if (sb->nsegs == 0)
 		return bad_field(path, "nsegs", sb->nsegs, "a device needs a segment", err);
-	if (sb->seg_size < 4096 || sb->seg_size % 4096)
+	if (sb->seg_size < TDAX_MIN_SEG_SIZE || sb->seg_size % TDAX_MIN_SEG_SIZE)
 		return bad_field(path, "seg_size", sb->seg_size, "must be a multiple of 4096", err);
 	if (sb->files_off % TDAX_CACHELINE ||
 	    !table_fits(sb->files_off, sb->max_files, sb->file_entry_size, TDAX_HEADER_SIZE, cap))
@@ -668,7 +634,7 @@ static int check_header(const char *path, const struct tdax_super *sb, uint64_t 
 		return tdax_errf(err, "%s: device layout version %u, this tdax reads version %u; use "
 			"the tdax that created it to recover its data, then recreate it", path,
 			sb->version, TDAX_LAYOUT_VERSION);
-	if (sb->crc != super_crc(sb))
+	if (sb->crc != tdax_super_crc(sb))
 		return tdax_errf(err, "%s: device header checksum mismatch: the header is corrupt; "
 			"nothing was changed", path);
 	if (check_geometry(path, sb, err))

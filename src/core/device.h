@@ -4,16 +4,7 @@
  * on-device header and layout, and the persistence primitives (libpmem2,
  * plus the emulated backend's extra cost per barrier and bandwidth cap).
  *
- * Layout (offsets from the start of the region):
- *   0             struct tdax_super: immutable geometry, checksummed
- *   256           struct tdax_state: boot id of last use, clean flag
- *   512           the device-wide sequence counter (own cache line)
- *   576           the registration lock word (own cache line)
- *   1024          device-wide counters (stats.h)
- *   2048          tunables of the policy (control.h)
- *   files_off     file identity table (files.h), max_files entries
- *   ranges_off    tracked file ranges (ranges.h), max_ranges entries
- *   segs_off      write log segments (log.h), nsegs * seg_size bytes
+ * The layout of the region (offsets, entry sizes, version): core/layout.h.
  */
 #ifndef TDAX_DEVICE_H
 #define TDAX_DEVICE_H
@@ -25,23 +16,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/layout.h"
 #include "core/util.h"
 
-#define TDAX_MAGIC "TDAXREGN"
-#define TDAX_LAYOUT_VERSION 1
-#define TDAX_CACHELINE 64
 /* The default region is per user: /dev/shm/tdax-UID (tdax_default_device()),
  * so that no user's default is a path another user can create first. */
 #define TDAX_DEFAULT_DEVICE_HELP "/dev/shm/tdax-UID"
-#define TDAX_DEFAULT_CAPACITY (256ull << 20)
-#define TDAX_MIN_CAPACITY (8ull << 20)
-#define TDAX_DEFAULT_SEG_SIZE (1u << 20)
-#define TDAX_DEFAULT_MAX_FILES 1024u
-#define TDAX_FILE_ENTRY_SIZE 1024u /* struct tdax_file, files.h */
-#define TDAX_SEG_HEADER_SIZE 256u  /* struct tdax_seg, log.h */
-#define TDAX_RANGE_ENTRY_SIZE 256u /* struct tdax_range, ranges.h */
-#define TDAX_DEFAULT_MAX_RANGES 8192u
-#define TDAX_TUNABLES_OFF 2048
 #define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
 
 enum tdax_backend {
@@ -79,11 +59,6 @@ struct tdax_state {
 	uint32_t clean;           /* TDAX_STATE_* */
 	uint32_t crc;
 };
-
-#define TDAX_STATE_OFF 256
-#define TDAX_SEQ_OFF 512
-#define TDAX_REGLOCK_OFF 576
-#define TDAX_HEADER_SIZE 4096
 
 struct tdax_device {
 	char path[PATH_MAX];
@@ -138,8 +113,27 @@ int tdax_backend_parse(const char *s, enum tdax_backend *out);
 /* /dev/shm/tdax-UID for this process's effective uid. */
 const char *tdax_default_device(void);
 
-/* Create and format a device region. Never overwrites without opts->force. */
+/* Transitional: tdax_device_create() is core/format.c's, declared in
+ * core/format.h; this copy of its prototype stays until src/cli and bench
+ * include core/format.h. */
 int tdax_device_create(const struct tdax_create_opts *opts, struct tdax_err *err);
+
+/*
+ * For the region's creator (core/format.c): open or make the file or device
+ * opts names -- every check create makes, before anything is written --,
+ * size it, set its owner and mode, and map it (not pre-faulted) into *dev;
+ * *capacity: the bytes the new region may use. 0, or -1 with err and
+ * nothing left behind (a file it made is removed). The region's bytes are
+ * not touched: formatting them is the creator's.
+ */
+int tdax_device_make(const struct tdax_create_opts *opts, struct tdax_device *dev,
+		     uint64_t *capacity, struct tdax_err *err);
+/* Unmap a region tdax_device_make() mapped. */
+void tdax_device_unmake(struct tdax_device *dev);
+/* Use the geometry sb (written by the creator) for dev's tables. */
+void tdax_device_set_geometry(struct tdax_device *dev, const struct tdax_super *sb);
+/* The super-block's checksum (of every field before crc). */
+uint32_t tdax_super_crc(const struct tdax_super *sb);
 
 /* Open and validate; on success *out is mapped and ready. */
 int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err);

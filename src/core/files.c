@@ -98,6 +98,10 @@ int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32
 /* Set path and identity checksum of an entry and persist it. */
 static void set_path(struct tdax_device *dev, struct tdax_file *f, const char *path)
 {
+	/* Callers refuse longer paths: the entry keeps its NUL (tdax_file_valid). */
+	TDAX_ASSERT(strlen(path) < TDAX_FILE_PATH_MAX);
+	/* Recovery skips the entry while its identity changes. */
+	TDAX_ASSERT(atomic_load(&f->state) == TDAX_FILE_CLAIMING);
 	memset(f->path, 0, sizeof(f->path));
 	memcpy(f->path, path, strlen(path));
 	f->crc = ident_crc(f);
@@ -266,4 +270,11 @@ int tdax_files_move_below(struct tdax_device *dev, const char *from, const char 
 	}
 	tdax_pidlock_release(dev->reglock);
 	return moved;
+}
+
+void tdax_files_format(struct tdax_device *dev)
+{
+	uint64_t n = (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE;
+	memset(tdax_file_at(dev, 0), 0, n);
+	tdax_persist(dev, tdax_file_at(dev, 0), n);
 }

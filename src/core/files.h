@@ -14,9 +14,8 @@
 #include <stdint.h>
 
 #include "core/device.h"
-#include "policy/track.h"
-
-#define TDAX_FILE_PATH_MAX 768
+#include "core/layout.h"
+#include "core/tunables.h" /* TDAX_MAX_GRAN_ORDER */
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
 enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */
@@ -71,11 +70,17 @@ static inline uint32_t tdax_file_gran(const struct tdax_file_rt *rt)
 	return g > TDAX_MAX_GRAN_ORDER + 1 ? TDAX_MAX_GRAN_ORDER + 1 : g;
 }
 
+/* idx < max_files: an index read from the region is checked before. */
 static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint32_t idx)
 {
+	TDAX_ASSERT(idx < dev->sb->max_files);
 	return (struct tdax_file *)(dev->base + dev->sb->files_off +
 				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
 }
+
+/* Format the file table of a new region (core/format.c): every entry free.
+ * Persistent on return. */
+void tdax_files_format(struct tdax_device *dev);
 
 /* The identity of an open file: file system id (f_fsid, else the device
  * number), inode and (where known) inode generation. */

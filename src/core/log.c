@@ -118,6 +118,7 @@ static uint64_t in_room(const struct tdax_device *dev, uint64_t v)
  * bytes its records used (tail) are added to written, for the wipe. */
 static void seg_reset(struct tdax_device *dev, struct tdax_seg *s, uint64_t tail)
 {
+	TDAX_ASSERT(tail <= dev->sb->seg_size - TDAX_SEG_HEADER_SIZE); /* callers cut it to the room */
 	s->epoch++;
 	tdax_persist(dev, &s->epoch, sizeof(s->epoch));
 	uint64_t w = in_room(dev, s->written);
@@ -228,6 +229,7 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 /* The slot for (file, fgen) in s, added if there is room; NULL if full. */
 static struct tdax_seg_slot *slot_for(struct tdax_seg *s, uint32_t file, uint32_t fgen)
 {
+	TDAX_ASSERT(mine.nslots <= TDAX_SEG_SLOTS);
 	for (uint32_t i = 0; i < mine.nslots; i++)
 		if (s->slot[i].file == file && s->slot[i].fgen == fgen)
 			return &s->slot[i];
@@ -268,6 +270,9 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 	if (!s)
 		return NULL;
 	*slot = slot_for(s, file, fgen);
+	/* A segment just claimed is empty: every slot free, all its room left
+	 * (need <= room: the caller refused records longer than max_len). */
+	TDAX_ASSERT(*slot && mine.tail == 0 && need <= room);
 	return s;
 }
 
@@ -283,6 +288,10 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
 		return -ENOSPC;
 
 	uint64_t tail = mine.tail;
+	/* Records start on cache lines (the scan resyncs by cache lines) and
+	 * end inside the segment's room. */
+	TDAX_ASSERT(tail % TDAX_CACHELINE == 0 && need % TDAX_CACHELINE == 0);
+	TDAX_ASSERT(tail + need <= dev->sb->seg_size - TDAX_SEG_HEADER_SIZE);
 	struct tdax_rec h = {
 		.magic = TDAX_REC_MAGIC, .kind = TDAX_REC_WRITE,
 		.seq = atomic_fetch_add(dev->seq, 1) + 1,
@@ -385,6 +394,8 @@ static int scan_seg(struct tdax_device *dev, uint32_t i, const struct tdax_scan_
 	uint64_t pos = 0;
 
 	while (pos + sizeof(struct tdax_rec) <= end) {
+		/* Records and resync steps are whole cache lines. */
+		TDAX_ASSERT(pos % TDAX_CACHELINE == 0);
 		const struct tdax_rec *r = (const struct tdax_rec *)(base + pos);
 		bool hdr = header_ok(r, i, e, end - pos);
 		if (hdr && data_ok(r)) {
@@ -418,4 +429,14 @@ int tdax_log_scan(struct tdax_device *dev, const struct tdax_scan_cb *cb)
 			return rc;
 	}
 	return 0;
+}
+
+void tdax_log_format(struct tdax_device *dev)
+{
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		struct tdax_seg *s = tdax_seg_at(dev, i);
+		memset(s, 0, TDAX_SEG_HEADER_SIZE);
+		tdax_flush(dev, s, TDAX_SEG_HEADER_SIZE);
+	}
+	tdax_drain(dev, 0);
 }

@@ -20,9 +20,7 @@
 #include <stdint.h>
 
 #include "core/device.h"
-
-#define TDAX_REC_MAGIC 0x52584454u /* "TDXR" */
-#define TDAX_SEG_SLOTS 12
+#include "core/layout.h"
 
 enum { TDAX_REC_WRITE = 1 };
 
@@ -73,10 +71,17 @@ static inline uint32_t tdax_rec_size(uint32_t len)
 	return (uint32_t)sizeof(struct tdax_rec) + ((len + TDAX_CACHELINE - 1) & ~(TDAX_CACHELINE - 1u));
 }
 
+/* i < nsegs: a segment number read from the region is checked before. */
 static inline struct tdax_seg *tdax_seg_at(const struct tdax_device *dev, uint32_t i)
 {
+	TDAX_ASSERT(i < dev->sb->nsegs);
 	return (struct tdax_seg *)(dev->base + dev->sb->segs_off + (uint64_t)i * dev->sb->seg_size);
 }
+
+/* Format the log of a new region (core/format.c): every segment header
+ * zero (free, epoch 0, no records). Only the headers are written: a
+ * segment's records count only up to its tail. Persistent on return. */
+void tdax_log_format(struct tdax_device *dev);
 
 /* Largest data length one record can carry on this device. */
 uint32_t tdax_log_max_len(const struct tdax_device *dev);

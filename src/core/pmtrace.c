@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include "core/pmtrace.h"
 #include "core/sys.h"
-#include "core/device.h"
 #include "core/testaid.h"
 
 #include <errno.h>
@@ -106,7 +105,8 @@ static void *traced_memcpy(void *dst, const void *src, size_t n, unsigned flags)
 	return dst;
 }
 
-int tdax_pmtrace_attach(struct tdax_device *dev)
+int tdax_pmtrace_attach(char *region, uint64_t size, pmem2_flush_fn *flush, pmem2_drain_fn *drain,
+			pmem2_memcpy_fn *memcpy_fn)
 {
 	const char *path = TDAX_TEST_ENV("PERSIST_TRACE");
 	if (!path || !*path)
@@ -115,7 +115,6 @@ int tdax_pmtrace_attach(struct tdax_device *dev)
 	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	uint64_t size = dev->size;
 	if (!write_all(fd, "TDXPMTR1", 8) || !write_all(fd, &size, 8)) {
 		int e = errno;
 		tdax_syscall(SYS_close, fd);
@@ -124,15 +123,15 @@ int tdax_pmtrace_attach(struct tdax_device *dev)
 	}
 	const char *nf = TDAX_TEST_ENV("PERSIST_TRACE_NOFENCE");
 	nofence = nf && strcmp(nf, "1") == 0;
-	base = dev->base;
-	real_flush = dev->flush;
-	real_drain = dev->drain;
+	base = region;
+	real_flush = *flush;
+	real_drain = *drain;
 	pthread_mutex_lock(&trace_lock);
 	trace_fd = fd;
 	pthread_mutex_unlock(&trace_lock);
-	dev->flush = traced_flush;
-	dev->drain = traced_drain;
-	dev->memcpy = traced_memcpy;
+	*flush = traced_flush;
+	*drain = traced_drain;
+	*memcpy_fn = traced_memcpy;
 	return 0;
 }
 

@@ -34,19 +34,20 @@
 #ifndef TDAX_PMTRACE_H
 #define TDAX_PMTRACE_H
 
+#include <libpmem2.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-struct tdax_device;
 
 /* Named in device.c's error message, on a path the product build drops. */
 #define TDAX_PMTRACE_ENV "TDAX_TEST_PERSIST_TRACE"
 
 #ifdef TDAX_TEST_BUILD
-/* Called by device.c once the region is mapped: if the environment asks
- * for it, swap dev's primitives for traced ones. One traced device per
- * process. Returns -1 (errno set) if the trace file cannot be made. */
-int tdax_pmtrace_attach(struct tdax_device *dev);
+/* Called by device.c once the region [base, base + size) is mapped: if the
+ * environment asks for it, swap its primitives (*flush, *drain, *memcpy)
+ * for traced ones. One traced device per process. Returns -1 (errno set)
+ * if the trace file cannot be made. */
+int tdax_pmtrace_attach(char *base, uint64_t size, pmem2_flush_fn *flush, pmem2_drain_fn *drain,
+			pmem2_memcpy_fn *memcpy_fn);
 
 /* Record a program event in the trace (nothing when not tracing). */
 void tdax_pmtrace_mark(uint32_t tag, uint64_t value);
@@ -55,7 +56,8 @@ void tdax_pmtrace_mark(uint32_t tag, uint64_t value);
 bool tdax_pmtrace_failed(void);
 #else
 /* A constant, not a function: the error path after it is gone even at -O0. */
-#define tdax_pmtrace_attach(dev) ((void)(dev), 0)
+#define tdax_pmtrace_attach(base, size, flush, drain, memcpy_fn) \
+	((void)(base), (void)(size), (void)(flush), (void)(drain), (void)(memcpy_fn), 0)
 #endif
 
 #endif

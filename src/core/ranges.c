@@ -38,6 +38,7 @@ static bool stale(const struct tdax_device *dev, uint64_t k, uint32_t fgen)
 /* Claim an entry for a new file generation: reset its counters. */
 static void adopt(struct tdax_range *r, uint32_t fgen)
 {
+	TDAX_ASSERT(atomic_load(&r->key) != 0); /* claimed (keys never go back to 0) */
 	uint32_t old = atomic_load(&r->fgen);
 	if (old != fgen && atomic_compare_exchange_strong(&r->fgen, &old, fgen)) {
 		memset(&r->t, 0, sizeof(r->t));
@@ -48,6 +49,9 @@ static void adopt(struct tdax_range *r, uint32_t fgen)
 struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint32_t fgen,
 				   uint32_t rno, bool create)
 {
+	/* A registered file's index: a key no file can have marks a damaged
+	 * entry (stale() takes it over). */
+	TDAX_ASSERT(file < dev->sb->max_files);
 	uint64_t key = ((uint64_t)file + 1) << 32 | rno;
 	uint32_t n = dev->sb->max_ranges;
 	uint32_t c = hash(key, CACHE);
@@ -87,4 +91,11 @@ struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint3
 		return r;
 	}
 	return NULL;
+}
+
+void tdax_ranges_format(struct tdax_device *dev)
+{
+	uint64_t n = (uint64_t)dev->sb->max_ranges * TDAX_RANGE_ENTRY_SIZE;
+	memset(tdax_range_at(dev, 0), 0, n);
+	tdax_persist(dev, tdax_range_at(dev, 0), n);
 }

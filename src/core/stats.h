@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/device.h"
+#include "core/layout.h"
 
 /* Why a write was not logged or a sync went to the kernel. */
 enum tdax_fallback {
@@ -43,8 +44,6 @@ enum tdax_stat {
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };
-
-#define TDAX_STATS_OFF 1024
 
 static inline _Atomic uint64_t *tdax_stats(const struct tdax_device *dev)
 {

@@ -1,5 +1,6 @@
 /*
- * util -- error formatting, boot id, clocks, size parsing, pid locks.
+ * util -- error formatting, boot id, clocks, size parsing, pid locks, the
+ * test build's assertion failures.
  */
 #define _GNU_SOURCE
 #include "core/util.h"
@@ -10,12 +11,28 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifdef TDAX_TEST_BUILD
+_Noreturn void tdax_assert_fail(const char *file, int line, const char *cond)
+{
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "tdax[%u]: %s:%d: assertion failed: %s\n", tdax_pid(),
+			 file, line, cond);
+	if (n < 0)
+		n = 0;
+	if (n > (int)sizeof(msg) - 1)
+		n = (int)sizeof(msg) - 1;
+	(void)tdax_syscall(SYS_write, 2, msg, (size_t)n);
+	abort();
+}
+#endif
 
 int tdax_errf(struct tdax_err *err, const char *fmt, ...)
 {

@@ -1,7 +1,7 @@
 /*
  * util -- small helpers every tdax module shares: error messages that name
- * what failed and what to do, the boot id, clocks, size parsing, and the
- * crash-tolerant inter-process lock used off the hot path.
+ * what failed and what to do, the boot id, clocks, size parsing, the
+ * crash-tolerant inter-process lock used off the hot path, and TDAX_ASSERT.
  */
 #ifndef TDAX_UTIL_H
 #define TDAX_UTIL_H
@@ -13,6 +13,22 @@
 
 #define TDAX_ERRLEN 640
 #define TDAX_BOOT_ID_LEN 36
+
+/*
+ * TDAX_ASSERT(cond): an invariant of tdax's own code -- never a check of
+ * what the region, a file or the user gave (a region is not trusted: that
+ * is an error to handle, not an assertion). The test build
+ * (-DTDAX_TEST_BUILD: the unit tests and their ASan/UBSan/TSan builds, the
+ * test CLI and libtdax.so) checks it: on failure file:line and the
+ * condition go to fd 2 by a raw write (no stdio, not the hooked write),
+ * then abort(). The product compiles it to nothing: cond is not evaluated.
+ */
+#ifdef TDAX_TEST_BUILD
+_Noreturn void tdax_assert_fail(const char *file, int line, const char *cond);
+#define TDAX_ASSERT(cond) ((cond) ? (void)0 : tdax_assert_fail(__FILE__, __LINE__, #cond))
+#else
+#define TDAX_ASSERT(cond) ((void)sizeof(!(cond)))
+#endif
 
 /* An error for the user: what failed, on which path, and what to do. */
 struct tdax_err {

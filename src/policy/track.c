@@ -147,20 +147,3 @@ void tdax_track_job_reclaim(struct tdax_range_track *r)
 	if (!atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_UPGRADE) && s == TDAX_R_DOWNGRADING)
 		atomic_compare_exchange_strong(&r->state, &s, TDAX_R_TO_DOWNGRADE);
 }
-
-const char *tdax_tunables_check(const struct tdax_tunables *t)
-{
-	if (t->upgrade_pct > 100)
-		return "upgrade_threshold must be in 0..100";
-	if (t->downgrade_pct > 100)
-		return "downgrade_threshold must be in 0..100";
-	if (t->downgrade_pct > t->upgrade_pct)
-		return "downgrade_threshold must not exceed upgrade_threshold";
-	if (t->gran_order > TDAX_MAX_GRAN_ORDER)
-		return "granularity_order must be in 0..20";
-	if (t->wb_window_ns == 0 || t->wr_window_ns == 0)
-		return "the windows must be longer than 0 ms";
-	if (t->wb_window_ns > TDAX_MAX_WINDOW_NS || t->wr_window_ns > TDAX_MAX_WINDOW_NS)
-		return "the windows must be at most 86400000 ms (a day)";
-	return 0;
-}

@@ -22,6 +22,10 @@
  * is forgotten between (1 - 1/B) and 1 window after it was made), updated
  * with atomics only, so any number of threads and processes can share one
  * range in the device.
+ *
+ * What the device stores -- the tunables (core/tunables.h) and the
+ * per-range counters and state (struct tdax_range_track, core/ranges.h) --
+ * is core's; this is the code that decides on it.
  */
 #ifndef TDAX_TRACK_H
 #define TDAX_TRACK_H
@@ -30,41 +34,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TDAX_WIN_BUCKETS 8
+#include "core/ranges.h"
+#include "core/tunables.h"
+
 #define TDAX_PAGE_SHIFT 12
-#define TDAX_MAX_GRAN_ORDER 20               /* ranges of at most 2^20 pages */
-#define TDAX_MAX_WINDOW_NS 86400000000000ull /* windows of at most a day */
-
-/* The tunables (shared by all processes through the device). */
-struct tdax_tunables {
-	uint32_t upgrade_pct;     /* U, 0..100 */
-	uint32_t downgrade_pct;   /* D, 0..U */
-	uint32_t write_threshold; /* F */
-	uint32_t gran_order;      /* G for new files, 0..20 */
-	uint64_t wb_window_ns;    /* the writeback decay */
-	uint64_t wr_window_ns;    /* the write decay */
-};
-
-/* Defaults: thesis U/D/F/G, windows chosen in docs/policy.md. */
-#define TDAX_DEFAULT_TUNABLES { 60, 30, 5, 9, 1000000000ull, 1500000000ull }
-
-/* A sliding-window count: bucket = (bucket number << 32) | count. */
-struct tdax_window {
-	_Atomic uint64_t b[TDAX_WIN_BUCKETS];
-};
 
 void tdax_window_add(struct tdax_window *w, uint64_t window_ns, uint64_t now, uint32_t n);
 uint64_t tdax_window_sum(const struct tdax_window *w, uint64_t window_ns, uint64_t now);
 
-/* The range states (the thesis' marks). */
-enum tdax_range_state {
-	TDAX_R_NONE = 0,
-	TDAX_R_TO_UPGRADE,
-	TDAX_R_UPGRADING,
-	TDAX_R_UPGRADED,
-	TDAX_R_TO_DOWNGRADE,
-	TDAX_R_DOWNGRADING,
-};
 const char *tdax_range_state_name(uint32_t s);
 
 /* Are writes to a range in this state copied into the device? From the end
@@ -73,15 +50,6 @@ static inline bool tdax_range_logged(uint32_t s)
 {
 	return s == TDAX_R_UPGRADED || s == TDAX_R_TO_DOWNGRADE || s == TDAX_R_DOWNGRADING;
 }
-
-struct tdax_range_track {
-	_Atomic uint32_t state;       /* enum tdax_range_state */
-	_Atomic uint32_t dirty;       /* pages written since the file's last sync */
-	_Atomic uint32_t last_page;   /* last page written (repeat writes to it are one dirty page) */
-	_Atomic uint32_t transitions; /* upgrade and downgrade decisions taken */
-	struct tdax_window wr;        /* write_count */
-	struct tdax_window wb;        /* writeback_count */
-};
 
 enum tdax_decision { TDAX_KEEP = 0, TDAX_UPGRADE, TDAX_DOWNGRADE };
 
@@ -128,9 +96,5 @@ bool tdax_track_job_pending(const struct tdax_range_track *r);
  * range's job lock, which a live worker keeps for the whole job.
  */
 void tdax_track_job_reclaim(struct tdax_range_track *r);
-
-/* Validate tunables: NULL if fine, else what is wrong. Tunables read from
- * the device go through it too (control.h): the region is not trusted. */
-const char *tdax_tunables_check(const struct tdax_tunables *t);
 
 #endif

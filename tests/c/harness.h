@@ -40,6 +40,7 @@ const char *tdax_test_dir(void);
 const char *tdax_test_device(void);
 
 #include "core/device.h"
+#include "core/format.h"
 /* Create a fresh emulated device (capacity and segment size; 0 = default)
  * and open it; NULL (with a message) on failure. */
 struct tdax_device *tdax_test_new_device(uint64_t capacity, uint32_t seg_size);

@@ -9,6 +9,7 @@
 
 #include "core/crc32c.h"
 #include "core/device.h"
+#include "core/format.h"
 
 static int try_open(const char *path, int flags, struct tdax_err *e)
 {

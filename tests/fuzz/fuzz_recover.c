@@ -29,12 +29,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "crc32c.h"
-#include "files.h"
-#include "log.h"
-#include "ranges.h"
-#include "recover.h"
+#include "core/control.h"
+#include "core/crc32c.h"
+#include "core/files.h"
+#include "core/format.h"
+#include "core/log.h"
+#include "core/ranges.h"
+#include "core/recover.h"
 
 static char *tmpl;
 static size_t tmpl_size;
