@@ -36,13 +36,6 @@ HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 .PHONY: all deps test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
-# Transitional (wt-core): src/cli/cmd_status.c and src/preload/tracking.c
-# used policy/track.h's names (tdax_track_*, tdax_range_state_name,
-# TDAX_PAGE_SHIFT ...) through the core headers, which no longer include the
-# policy; until each includes "policy/track.h" itself. Remove these lines then.
-POLICY_USERS := cli/cmd_status preload/tracking
-$(POLICY_USERS:%=$(B)/obj/%.o) $(POLICY_USERS:%=$(T)/obj/%.o): ALLFLAGS += -D_GNU_SOURCE= -include policy/track.h
-
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) -c $< -o $@

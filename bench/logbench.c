@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/files.h"
+#include "core/format.h"
 #include "core/log.h"
 
 static int cmp_u64(const void *a, const void *b)

@@ -19,6 +19,7 @@
 #include "cli/out.h"
 #include "core/device.h"
 #include "core/files.h"
+#include "core/format.h"
 #include "core/log.h"
 #include "core/stats.h"
 

@@ -17,6 +17,7 @@
 #include "cli/cmd_run.h"
 #include "cli/out.h"
 #include "core/device.h"
+#include "core/format.h"
 #include "core/recover.h"
 #include "core/trace.h"
 

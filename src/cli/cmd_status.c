@@ -18,6 +18,7 @@
 #include "core/control.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "policy/track.h"
 #include "core/ranges.h"
 #include "core/stats.h"
 

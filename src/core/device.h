@@ -113,10 +113,6 @@ int tdax_backend_parse(const char *s, enum tdax_backend *out);
 /* /dev/shm/tdax-UID for this process's effective uid. */
 const char *tdax_default_device(void);
 
-/* Transitional: tdax_device_create() is core/format.c's, declared in
- * core/format.h; this copy of its prototype stays until src/cli and bench
- * include core/format.h. */
-int tdax_device_create(const struct tdax_create_opts *opts, struct tdax_err *err);
 
 /*
  * For the region's creator (core/format.c): open or make the file or device

@@ -8,6 +8,7 @@
 #include "preload/tracking.h"
 #include "core/control.h"
 #include "core/ranges.h"
+#include "policy/track.h"
 #include "preload/state.h"
 #include "preload/wake.h"
 
