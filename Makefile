@@ -6,7 +6,8 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
-LDLIBS  := -lpmem2 -lisal -pthread
+# libpmem2 is not linked: tdax loads it when it maps a region (src/core/pmem.h).
+LDLIBS  := -lisal -pthread -ldl
 
 B       := build
 # The layers (docs/design.md): core, policy, preload and cli, one folder
@@ -75,7 +76,7 @@ $(B)/libtdax.map: $(wildcard src/preload/interpose*.c)
 
 $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $(CORE_O) $(PRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS) -ldl
+	$(CC) $(ALLFLAGS) -shared $(CORE_O) $(PRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
 
 # The test CLI's `tdax run` preloads its sibling, build/test/lib/libtdax.so.
 $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
@@ -84,7 +85,7 @@ $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
 
 $(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS) -ldl
+	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
 
 # tdax bench, trace and sim hand over to Python by paths relative to the
 # binary (src/cli/cmd_python.c): ../venv and ../../bench. For the test CLI those are

@@ -6,7 +6,9 @@
 #define _GNU_SOURCE
 #include "core/device.h"
 #include "core/sys.h"
+#include "core/cacheflush.h"
 #include "core/crc32c.h"
+#include "core/pmem.h"
 #include "core/pmtrace.h"
 
 #include <errno.h>
@@ -140,51 +142,64 @@ static int check_backend_path(const char *path, int fd, const struct stat *st,
 }
 
 /*
- * Map the whole of dev->fd with libpmem2. The emulated backend lives on
- * tmpfs, which libpmem2 would persist with msync; tdax forces cache-line
- * granularity there so that barriers cost what they cost on CXL memory.
- * libpmem2 reads PMEM2_FORCE_GRANULARITY at map time only.
+ * The emulated backend: a shared mapping of the tmpfs file, persisted with
+ * this CPU's cache-line flushes and a fence (cacheflush.h), so that
+ * barriers cost what they cost on CXL memory; no libpmem2.
  */
-static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
+static int map_emulated(struct tdax_device *dev, struct tdax_err *err)
 {
+	struct stat st;
+	void *p = fstat(dev->fd, &st) == 0
+		? tdax_sys_mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, dev->fd, 0)
+		: MAP_FAILED;
+	if (p == MAP_FAILED)
+		return tdax_errf(err, "%s: cannot map the device region: %s", dev->path, strerror(errno));
+	dev->base = p;
+	dev->size = (size_t)st.st_size;
+	dev->flush = tdax_cacheflush_fn();
+	dev->drain = tdax_cacheflush_drain;
+	dev->memcpy = tdax_cacheflush_memcpy;
+	return 0;
+}
+
+/* Real persistent memory (fsdax, devdax): libpmem2, loaded now (pmem.h),
+ * maps it and picks its primitives for what the platform persists. */
+static int map_pmem2(struct tdax_device *dev, struct tdax_err *err)
+{
+	if (tdax_pmem2_load(err) != 0)
+		return -1;
 	struct pmem2_config *cfg = NULL;
-	int rc = pmem2_config_new(&cfg);
+	int rc = tdax_pmem2.config_new(&cfg);
 	if (rc == 0)
-		rc = pmem2_config_set_required_store_granularity(cfg,
-			dev->backend == TDAX_BACKEND_EMULATED ? PMEM2_GRANULARITY_PAGE
-							      : PMEM2_GRANULARITY_CACHE_LINE);
+		rc = tdax_pmem2.config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_CACHE_LINE);
 	if (rc == 0)
-		rc = pmem2_source_from_fd(&dev->src, dev->fd);
-	if (rc == 0) {
-		const char *old = secure_getenv("PMEM2_FORCE_GRANULARITY");
-		char saved[32] = "";
-		if (old)
-			snprintf(saved, sizeof(saved), "%s", old);
-		if (dev->backend == TDAX_BACKEND_EMULATED)
-			setenv("PMEM2_FORCE_GRANULARITY", "CACHE_LINE", 1);
-		rc = pmem2_map_new(&dev->map, cfg, dev->src);
-		if (dev->backend == TDAX_BACKEND_EMULATED) {
-			if (old)
-				setenv("PMEM2_FORCE_GRANULARITY", saved, 1);
-			else
-				unsetenv("PMEM2_FORCE_GRANULARITY");
-		}
-	}
+		rc = tdax_pmem2.source_from_fd(&dev->src, dev->fd);
+	if (rc == 0)
+		rc = tdax_pmem2.map_new(&dev->map, cfg, dev->src);
 	if (cfg)
-		pmem2_config_delete(&cfg);
+		tdax_pmem2.config_delete(&cfg);
 	if (rc != 0) {
 		if (rc == PMEM2_E_GRANULARITY_NOT_SUPPORTED)
 			return tdax_errf(err, "%s: not byte-addressable persistent memory (is the file "
 				"system mounted with -o dax?); use --backend emulated on /dev/shm "
 				"to emulate it", dev->path);
 		return tdax_errf(err, "%s: cannot map the device region: %s", dev->path,
-				 pmem2_errormsg());
+				 tdax_pmem2.errormsg());
 	}
-	dev->base = pmem2_map_get_address(dev->map);
-	dev->size = pmem2_map_get_size(dev->map);
-	dev->flush = pmem2_get_flush_fn(dev->map);
-	dev->drain = pmem2_get_drain_fn(dev->map);
-	dev->memcpy = pmem2_get_memcpy_fn(dev->map);
+	dev->base = tdax_pmem2.map_get_address(dev->map);
+	dev->size = tdax_pmem2.map_get_size(dev->map);
+	dev->flush = tdax_pmem2.get_flush_fn(dev->map);
+	dev->drain = tdax_pmem2.get_drain_fn(dev->map);
+	dev->memcpy = tdax_pmem2.get_memcpy_fn(dev->map);
+	tdax_pmem2.source_delete(&dev->src);
+	return 0;
+}
+
+/* Map the whole of dev->fd, then close it. */
+static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
+{
+	if ((dev->backend == TDAX_BACKEND_EMULATED ? map_emulated(dev, err) : map_pmem2(dev, err)) != 0)
+		return -1;
 	if (tdax_pmtrace_attach(dev->base, dev->size, &dev->flush, &dev->drain, &dev->memcpy) != 0)
 		return tdax_errf(err, "%s: cannot write the persist-order trace %s: %s", dev->path,
 				 secure_getenv(TDAX_PMTRACE_ENV), strerror(errno));
@@ -198,7 +213,6 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 		dev->file_gid = st.st_gid;
 		dev->file_mode = st.st_mode;
 	}
-	pmem2_source_delete(&dev->src);
 	tdax_sys_close(dev->fd);
 	dev->fd = -1;
 	madvise(dev->base, dev->size, MADV_HUGEPAGE);
@@ -220,9 +234,12 @@ void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n)
 static void unmap_region(struct tdax_device *dev)
 {
 	if (dev->map)
-		pmem2_map_delete(&dev->map);
+		tdax_pmem2.map_delete(&dev->map);
+	else if (dev->base)
+		munmap(dev->base, dev->size);
+	dev->base = NULL;
 	if (dev->src)
-		pmem2_source_delete(&dev->src);
+		tdax_pmem2.source_delete(&dev->src);
 	if (dev->fd >= 0)
 		tdax_sys_close(dev->fd);
 	dev->fd = -1;
@@ -275,7 +292,7 @@ const char *tdax_device_persistence(const struct tdax_device *dev)
 	if (dev->backend == TDAX_BACKEND_EMULATED)
 		return "emulated: survives process crashes and simulated power failures, not real "
 		       "power loss";
-	switch (pmem2_map_get_store_granularity(dev->map)) {
+	switch (tdax_pmem2.map_get_store_granularity(dev->map)) {
 	case PMEM2_GRANULARITY_BYTE:
 		return "persistent memory, persistent once stored (eADR)";
 	case PMEM2_GRANULARITY_CACHE_LINE:

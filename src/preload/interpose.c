@@ -29,7 +29,7 @@
 
 static const struct tdax_fd *managed(int fd)
 {
-	return tdax_on() ? tdax_fd_get(fd) : NULL;
+	return tdax_managed(fd);
 }
 
 /* ---- open ------------------------------------------------------------ */

@@ -31,6 +31,7 @@
 #include "preload/manage.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/start.h"
 #include "preload/state.h"
 
 /* The next definition of `name` (libc's, or libaio's and liburing's for
@@ -61,6 +62,7 @@ EXPORT int close(int fd)
 		return -1;
 	}
 	tdax_fd_forget(fd);
+	tdax_inherited_closed(fd);
 	return TDAX_REAL(close)(fd);
 }
 
@@ -373,7 +375,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
  * sync path for good, before the write is submitted. */
 static void async_write(int fd)
 {
-	const struct tdax_fd *e = tdax_on() ? tdax_fd_get(fd) : NULL;
+	const struct tdax_fd *e = tdax_managed(fd);
 	if (e)
 		tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_ASYNC);
 }

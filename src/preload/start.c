@@ -21,6 +21,7 @@
 #include "preload/writeback.h"
 
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,28 +35,29 @@
 #include <unistd.h>
 
 /* Call fn for every descriptor the process has (inherited across exec),
- * with its open flags; stop when it returns true. */
+ * with its open flags; stop when it returns true. Raw getdents64 into the
+ * stack: no opendir, no malloc, in every process tdax starts in. */
 static bool each_fd(bool (*fn)(int fd, int flags))
 {
-	int dfd = tdax_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-	if (!d) {
-		if (dfd >= 0)
-			tdax_sys_close(dfd);
+	int dir = tdax_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dir < 0)
 		return false;
-	}
-	int self = dirfd(d);
-	struct dirent *de;
+	char buf[4096] __attribute__((aligned(8)));
 	bool stop = false;
-	while (!stop && (de = readdir(d))) {
-		int fd = atoi(de->d_name);
-		if (de->d_name[0] == '.' || fd == self)
-			continue;
-		int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
-		if (fl >= 0)
-			stop = fn(fd, fl & ~(O_CREAT | O_TRUNC));
+	long n;
+	while (!stop && (n = tdax_syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; !stop && off < n;) {
+			struct dirent64 *de = (struct dirent64 *)(buf + off);
+			off += de->d_reclen;
+			int fd = atoi(de->d_name);
+			if (de->d_name[0] == '.' || fd == dir)
+				continue;
+			int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
+			if (fl >= 0)
+				stop = fn(fd, fl & ~(O_CREAT | O_TRUNC));
+		}
 	}
-	closedir(d);
+	tdax_sys_close(dir);
 	return stop;
 }
 
@@ -167,6 +169,34 @@ static void attach_now(void)
 	each_fd(adopt);
 }
 
+/* The inherited descriptors tdax would manage, while not attached; one
+ * beyond the map makes the process attach at start. */
+#define INHERITED_MAX 1024
+static _Atomic uint64_t inherited_map[INHERITED_MAX / 64];
+
+static bool note_inherited(int fd, int flags)
+{
+	if (!tdax_manage_wants(fd, flags))
+		return false;
+	if (fd >= INHERITED_MAX)
+		return true; /* attach now */
+	atomic_fetch_or(&inherited_map[fd / 64], (uint64_t)1 << (fd % 64));
+	tdax_rt.inherited = true;
+	return false;
+}
+
+bool tdax_inherited(int fd)
+{
+	return fd >= 0 && fd < INHERITED_MAX &&
+	       (atomic_load_explicit(&inherited_map[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
+
+void tdax_inherited_closed(int fd)
+{
+	if (tdax_inherited(fd))
+		atomic_fetch_and(&inherited_map[fd / 64], ~((uint64_t)1 << (fd % 64)));
+}
+
 /* 0: not attached; 1: a thread is attaching; 2: done (on or off for good). */
 static _Atomic int attach_state;
 static __thread bool attaching TDAX_TLS;
@@ -183,6 +213,7 @@ bool tdax_attach(void)
 		tdax_inside--;
 		attaching = false;
 		tdax_rt.waiting = false;
+		tdax_rt.inherited = false;
 		atomic_store(&attach_state, 2);
 	}
 	while (atomic_load(&attach_state) != 2)
@@ -216,7 +247,6 @@ static void at_exit(void)
 
 __attribute__((constructor)) static void tdax_start(void)
 {
-	tdax_resolve_real();
 	tdax_inside++;
 	configure();
 	/* Started with stderr closed (a daemon): fd 2 may become one of the
@@ -226,7 +256,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	pthread_atfork(NULL, NULL, at_fork_child);
 	atexit(at_exit);
 	tdax_rt.waiting = true;
-	bool now = each_fd(tdax_manage_wants); /* a file to manage came across exec */
+	bool now = each_fd(note_inherited); /* files to manage came across exec */
 	tdax_inside--;
 	if (now)
 		tdax_attach();

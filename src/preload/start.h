@@ -1,16 +1,19 @@
 /*
  * start -- a process under tdax starts with nothing of the device: no
  * mapping, no libpmem2, no thread, no table. It attaches when it first has
- * something tdax must see -- a regular file opened for writing (now or
- * inherited across exec), a truncate, rename or unlink, which may concern
+ * something tdax must see -- a regular file opened for writing, a
+ * truncate, rename or unlink, which may concern
  * another process's records -- so that the shells, build tools and helpers
- * a service starts pay (almost) nothing for tdax.
+ * a service starts pay (almost) nothing for tdax. A regular file opened for
+ * writing and inherited across exec makes it attach at its first write or
+ * sync through that descriptor.
  */
 #ifndef TDAX_START_H
 #define TDAX_START_H
 
 #include <stdbool.h>
 
+#include "preload/fdtable.h"
 #include "preload/manage.h"
 #include "preload/state.h"
 
@@ -33,6 +36,23 @@ static inline bool tdax_on_or_waiting(void)
 static inline bool tdax_on_attached(void)
 {
 	return tdax_on() || (tdax_rt.waiting && !tdax_inside && tdax_attach());
+}
+
+/* A descriptor inherited across exec that tdax would manage: the process
+ * attaches at its first write or sync through it (a program started with
+ * stdout on a file need not attach if it never writes). */
+bool tdax_inherited(int fd);
+/* fd is closed: no longer an inherited one. */
+void tdax_inherited_closed(int fd);
+
+/* fd's entry if tdax manages it, attaching first if fd is inherited. */
+static inline const struct tdax_fd *tdax_managed(int fd)
+{
+	if (tdax_on())
+		return tdax_fd_get(fd);
+	if (__builtin_expect(tdax_rt.inherited, 0) && !tdax_inside && tdax_inherited(fd) && tdax_attach())
+		return tdax_fd_get(fd);
+	return NULL;
 }
 
 /* The same, for a truncate or unlink of dirfd/path (follow: its last link

@@ -15,13 +15,9 @@ struct tdax_real tdax_real;
 __thread int tdax_inside TDAX_TLS;
 __thread bool tdax_fds_private TDAX_TLS;
 
-#define RESOLVE(name, ret, params) tdax_real.name = (ret(*) params)dlsym(RTLD_NEXT, #name);
-
-void tdax_resolve_real(void)
+void *tdax_real_lookup(const char *name)
 {
-	if (tdax_real.execvpe)
-		return;
-	TDAX_REAL_FUNCTIONS(RESOLVE)
+	return dlsym(RTLD_NEXT, name);
 }
 
 void tdax_warn(const char *fmt, const char *a, const char *b)

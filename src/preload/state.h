@@ -23,6 +23,7 @@ enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER
 struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */
 	bool waiting;                /* configured, not attached yet (start.h) */
+	bool inherited;              /* waiting, with inherited descriptors to manage (start.h) */
 	enum tdax_policy policy;
 	bool quiet;
 #ifdef TDAX_TEST_BUILD
@@ -44,8 +45,8 @@ struct tdax_runtime {
 extern struct tdax_runtime tdax_rt;
 
 /*
- * The real C library functions, resolved with dlsym(RTLD_NEXT): one list,
- * X(name, return type, parameters), for the table and its resolution.
+ * The real C library functions (dlsym(RTLD_NEXT)): one list,
+ * X(name, return type, parameters), for the table.
  */
 #define TDAX_REAL_FUNCTIONS(X)                                                        \
 	X(open, int, (const char *, int, ...))                                        \
@@ -86,14 +87,20 @@ struct tdax_real {
 };
 #undef TDAX_REAL_FIELD
 extern struct tdax_real tdax_real;
-/* The real function: TDAX_REAL(fsync)(fd) is libc's fsync(fd). A hook may
- * run before the constructor (from another library's), so the table is
- * filled on first use. */
-#define TDAX_REAL(name)                                                                \
-	(__builtin_expect(tdax_real.name != NULL, 1) ? tdax_real.name                  \
-						      : (tdax_resolve_real(), tdax_real.name))
-/* Fill tdax_real (TDAX_REAL does it when needed). */
-void tdax_resolve_real(void);
+/* The real function: TDAX_REAL(fsync)(fd) is libc's fsync(fd), looked up
+ * on its first use (a hook may run before the constructor, from another
+ * library's; and a process looks up only what it calls). */
+void *tdax_real_lookup(const char *name);
+#define TDAX_REAL_GETTER(name, ret, params)                                             \
+	static inline __typeof__(tdax_real.name) tdax_real_##name(void)                \
+	{                                                                              \
+		if (__builtin_expect(tdax_real.name == NULL, 0))                       \
+			tdax_real.name = (__typeof__(tdax_real.name))tdax_real_lookup(#name); \
+		return tdax_real.name;                                                 \
+	}
+TDAX_REAL_FUNCTIONS(TDAX_REAL_GETTER)
+#undef TDAX_REAL_GETTER
+#define TDAX_REAL(name) (tdax_real_##name())
 
 /* Thread-locals of the hot path: initial-exec, so that reading one is a
  * load and not a call to __tls_get_addr (libtdax.so is loaded at start). */

@@ -354,6 +354,28 @@ print("after", mapped())
     assert p.stdout.split("\n")[:2] == ["before False", "after True"], p.stdout + p.stderr
 
 
+def test_an_inherited_file_makes_a_process_attach_at_its_first_write(dev, diskdir):
+    """A program started with a file open for writing (stdout redirected to
+    a log) attaches when it first writes or syncs through it, not at start;
+    the write is then managed like any other (logged and lightweight-synced
+    under --policy always)."""
+    child = ("import os, sys\n"
+             "def mapped(): return sys.argv[1] in open('/proc/self/maps').read()\n"
+             "print('start', mapped(), file=sys.stderr)\n"
+             "os.write(1, b'line\\n'); os.fsync(1)\n"
+             "print('written', mapped(), file=sys.stderr)\n")
+    code = r"""
+import os, subprocess, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.fsync(fd)  # the first sync after a create is a real one
+subprocess.run([sys.executable, "-c", sys.argv[3], sys.argv[2]], stdout=fd, check=True)
+"""
+    p = tdax_run(dev, code, diskdir / "log", dev, child)
+    assert "start False" in p.stderr and "written True" in p.stderr, p.stderr
+    assert (diskdir / "log").read_bytes() == b"line\n"
+    assert info(dev)["counters"]["light_syncs"] >= 1
+
+
 def test_next_process_checkpoints_what_a_killed_one_left(dev, diskdir):
     path = diskdir / "left"
     acked = run_until_done(dev, str(path), 20, "append")

@@ -1,0 +1,23 @@
+/*
+ * cacheflush -- the persistence primitives of the emulated backend: this
+ * CPU's cache-line write-back (CLWB, else CLFLUSHOPT, else CLFLUSH) and a
+ * store fence, the same instructions libpmem2 uses for memory that is
+ * persistent after cache flushes (ADR: CXL memory, NVDIMMs). The emulated
+ * region lives on tmpfs, where libpmem2 would persist with msync; with
+ * these a barrier costs what it costs on CXL memory, and a process that maps
+ * an emulated region never loads libpmem2 (pmem.h says why that matters).
+ * The signatures are libpmem2's, so the device calls either alike.
+ */
+#ifndef TDAX_CACHEFLUSH_H
+#define TDAX_CACHEFLUSH_H
+
+#include <libpmem2.h>
+
+/* This CPU's best flush (chosen once). */
+pmem2_flush_fn tdax_cacheflush_fn(void);
+/* A store fence: every flush before it has reached the persistence domain. */
+void tdax_cacheflush_drain(void);
+/* memcpy, then flush (and drain unless flags has PMEM2_F_MEM_NODRAIN). */
+void *tdax_cacheflush_memcpy(void *dst, const void *src, size_t n, unsigned flags);
+
+#endif
