@@ -218,8 +218,12 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 	}
 	if (pfd >= 0)
 		tdax_sys_close(pfd);
+	/* Only a path that leads nowhere is unmatched (and may be discarded);
+	 * any other failure (EMFILE, ENOMEM, EIO ...) may pass: kept. */
 	if (e)
-		return refuse(out, e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_UNMATCHED,
+		return refuse(out, e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED
+				   : e == ENOENT || e == ENOTDIR || e == ELOOP ? TDAX_UNMATCHED
+									       : TDAX_IO_FAILED,
 			      "cannot open as uid %u: %s", (unsigned)uid, strerror(e));
 	if (fd < 0)
 		return -1; /* same_file said why */

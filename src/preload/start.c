@@ -123,7 +123,11 @@ static int bring_up_to_date(struct tdax_device *dev)
 	/* After a reboot: replay what the last boot left. After a crash of
 	 * another process on this boot: sync and release what it left. */
 	if (lost || tdax_log_seal_dead(dev)) {
-		int rc = tdax_recover(dev, &(struct tdax_recover_opts){ 0 }, &r, &e);
+		/* On the same boot, the records of a file that is gone from its
+		 * path protect nothing (recovery finds files by path, the page
+		 * cache has their bytes): let them go, or they stay for good. */
+		struct tdax_recover_opts o = { .discard_unmatched = !lost };
+		int rc = tdax_recover(dev, &o, &r, &e);
 		if (rc < 0) {
 			tdax_warn("%s: %s", dev->path, e.msg);
 			return -1;

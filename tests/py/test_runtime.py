@@ -467,6 +467,19 @@ print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     assert b.read_bytes() == b"moved"
 
 
+def test_records_a_killed_process_left_for_a_file_removed_since_are_let_go(dev, diskdir):
+    """A process killed with records for a file, the file then removed by a
+    program without tdax: the next process that attaches (same boot) lets
+    the records go instead of keeping them in the log for good (recovery
+    finds files by path; on the same boot the page cache had their bytes)."""
+    path = diskdir / "gone"
+    acked = run_until_done(dev, str(path), 20, "append")
+    assert len(acked) == 20 and info(dev)["live_records"] >= 19
+    path.unlink()
+    tdax_run(dev, "import sys; open(sys.argv[1], 'w').close()", diskdir / "other")
+    assert info(dev)["live_records"] == 0
+
+
 def test_unlink_frees_the_file_entry(dev, diskdir):
     code = r"""
 import os, sys
