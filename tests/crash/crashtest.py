@@ -197,9 +197,9 @@ def kill_tree(procs):
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        p.wait()
     for seg in segs:
         Path(seg).unlink(missing_ok=True)
-        p.wait()
 
 
 def free_port():

@@ -53,6 +53,9 @@ GUEST_BINARIES = {
     "/usr/bin/cxl": "/usr/bin/cxl",
     "/usr/sbin/mke2fs": "/usr/sbin/mke2fs",
 }
+# Libraries tdax loads at run time rather than links (src/core/pmem.h):
+# ldd of the binaries does not name them.
+RUNTIME_LIBS = ["libpmem2.so.1"]
 MODULES = ["nfit", "nd_pmem", "dax_pmem", "device_dax", "ext4", "virtio_blk", "virtio_pci",
            "cxl_acpi", "cxl_pci", "cxl_mem", "cxl_pmem"]
 BOOT_TIMEOUT = 90      # seconds from QEMU start to RUNNING or DONE
@@ -111,6 +114,14 @@ def module_files(tree, release):
     return out
 
 
+def runtime_lib(name):
+    """Where the dynamic linker finds library `name` on this machine."""
+    for line in sh("ldconfig", "-p").stdout.splitlines():
+        if line.strip().startswith(name + " ") and "=>" in line:
+            return Path(line.split("=>")[1].strip())
+    raise RuntimeError(f"{name} is not installed here (make deps installs it)")
+
+
 def copy_with_libs(src, dst_root, dst):
     target = dst_root / dst.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -136,6 +147,9 @@ def initramfs(tree, release):
         shutil.copy2(ko, root / "lib" / "modules" / f"{i:02d}-{ko.name}")
     for src, dst in GUEST_BINARIES.items():
         copy_with_libs(ROOT / src if not src.startswith("/") else Path(src), root, dst)
+    for name in RUNTIME_LIBS:
+        lib = runtime_lib(name)
+        copy_with_libs(lib, root, f"/lib/x86_64-linux-gnu/{name}")
     shutil.copy2(ROOT / "tests" / "vm" / "init", root / "init")
     (root / "init").chmod(0o755)
     out = WORK / "initramfs.cpio"
