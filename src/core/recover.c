@@ -207,9 +207,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 	if (pfd < 0) {
 		e = errno;
 	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
-		char proc[64];
-		snprintf(proc, sizeof(proc), "/proc/thread-self/fd/%d", pfd);
-		fd = tdax_sys_open(proc, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0);
+		fd = tdax_fd_reopen(pfd, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		e = fd < 0 ? errno : 0;
 	}
 	if (as_other) {

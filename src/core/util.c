@@ -163,3 +163,26 @@ void tdax_pidlock_release(_Atomic uint32_t *word)
 {
 	atomic_store(word, 0);
 }
+
+void tdax_proc_fd_name(int fd, char name[TDAX_PROC_FD_NAME])
+{
+	snprintf(name, TDAX_PROC_FD_NAME, "/proc/thread-self/fd/%d", fd);
+}
+
+ssize_t tdax_fd_path(int fd, char *out, size_t size)
+{
+	char name[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(fd, name);
+	ssize_t n = tdax_syscall(SYS_readlinkat, AT_FDCWD, name, out, size - 1);
+	if (n <= 0 || (size_t)n >= size - 1)
+		return -1;
+	out[n] = '\0';
+	return n;
+}
+
+int tdax_fd_reopen(int fd, int flags)
+{
+	char name[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(fd, name);
+	return tdax_sys_open(name, flags, 0);
+}

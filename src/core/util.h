@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define TDAX_ERRLEN 640
 #define TDAX_BOOT_ID_LEN 36
@@ -76,6 +77,18 @@ uint32_t tdax_pid(void);
  * journal update. statx(STATX_SIZE) does not.
  */
 int tdax_file_size(int fd, uint64_t *size);
+
+/*
+ * A descriptor's entry in /proc, for this thread's descriptor table (the
+ * write-back thread has one of its own): its name, the path it leads to
+ * now (readlink: absolute and canonical; the length, or -1), and the same
+ * file opened again with other flags (the same inode, even if renamed or
+ * removed since; -1 with errno). Raw calls: no hook of tdax's is crossed.
+ */
+#define TDAX_PROC_FD_NAME 40
+void tdax_proc_fd_name(int fd, char name[TDAX_PROC_FD_NAME]);
+ssize_t tdax_fd_path(int fd, char *out, size_t size);
+int tdax_fd_reopen(int fd, int flags);
 
 /* True if a process with this pid exists (it may be a reused pid). */
 bool tdax_pid_alive(uint32_t pid);

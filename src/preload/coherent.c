@@ -381,8 +381,8 @@ int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint
 	if (p < 0)
 		return 0;
 	struct stat st;
-	char self[64];
-	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", p);
+	char self[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(p, self);
 	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
 							  : -1;
 	struct tdax_ident id;

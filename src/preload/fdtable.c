@@ -234,10 +234,8 @@ void tdax_fdtable_unshare(void)
 
 int tdax_twin_open(int fd, int flags)
 {
-	char self[64];
-	snprintf(self, sizeof(self), "/proc/thread-self/fd/%d", fd);
 	int acc = (flags & O_ACCMODE) == O_RDWR ? O_RDWR : O_WRONLY;
-	int t = TDAX_REAL(openat)(AT_FDCWD, self, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
+	int t = tdax_fd_reopen(fd, acc | (flags & (O_APPEND | O_LARGEFILE)) | O_CLOEXEC);
 	if (t < 0)
 		return 0;
 	int i = adopt(t, NULL);

@@ -81,14 +81,11 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 	if (!qualifies(fd, flags, &st))
 		return;
 	/* The path recovery will use: absolute and canonical. */
-	char link[64], path[TDAX_FILE_PATH_MAX + 1];
-	snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0 || n >= (ssize_t)sizeof(path) - 1) {
-		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : link);
+	char path[TDAX_FILE_PATH_MAX + 1];
+	if (tdax_fd_path(fd, path, sizeof(path)) < 0) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : "(a descriptor /proc cannot name)");
 		return;
 	}
-	path[n] = '\0';
 	uint32_t idx, gen;
 	bool created;
 	struct tdax_err e;

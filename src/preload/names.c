@@ -19,15 +19,10 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 	int fd = TDAX_REAL(openat)(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	char link[64];
 	struct stat st;
-	snprintf(link, sizeof(link), "/proc/thread-self/fd/%d", fd);
-	ssize_t n = readlink(link, out, TDAX_FILE_PATH_MAX);
-	bool ok = n > 0 && n < TDAX_FILE_PATH_MAX && fstat(fd, &st) == 0;
-	if (ok) {
-		out[n] = '\0';
+	bool ok = tdax_fd_path(fd, out, TDAX_FILE_PATH_MAX + 1) > 0 && fstat(fd, &st) == 0;
+	if (ok)
 		*is_dir = S_ISDIR(st.st_mode);
-	}
 	TDAX_REAL(close)(fd);
 	return ok;
 }
