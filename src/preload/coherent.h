@@ -59,22 +59,6 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);
 /* Real sync of the file open as fd, then release of its records. */
 int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync);
 
-/* Checkpoint a registered file by index, opening it by its path. */
-int tdax_coherent_checkpoint_file(uint32_t idx);
-
-/* Before a truncate, unlink or rename over path: checkpoint it if it is a
- * registered file with records (follow: path's last link is followed, as
- * truncate and O_TRUNC do; unlink and rename act on the link itself).
- * *plus1 is the file's index + 1 (0: not a registered file) and *gen its
- * generation. Returns 0, or -1 with errno if its records could not be
- * written back (they stay live). */
-int tdax_coherent_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1,
-			       uint32_t *gen);
-
-/* Before the directory dir (absolute) is renamed: checkpoint every
- * registered file below it that has records. */
-void tdax_coherent_checkpoint_below(const char *dir);
-
 /* The next sync of the file must go to the kernel (metadata, unseen write). */
 void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why);
 

@@ -7,6 +7,7 @@
  * first.
  */
 #define _GNU_SOURCE
+#include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "core/trace.h"
 #include "core/util.h"
@@ -209,7 +210,7 @@ int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 int tdax_coherent_truncate(const char *path, off_t len)
 {
 	uint32_t gen, plus1;
-	if (tdax_coherent_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
+	if (tdax_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
 		return -1;
 	int r = TDAX_REAL(truncate)(path, len);
 	int err = errno;

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/manage.h"
 #include "preload/names.h"
@@ -47,7 +48,7 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	 * the checkpoint's error instead. */
 	uint32_t plus1, gen;
 	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)) &&
-	    tdax_coherent_checkpoint_path(dirfd, path, !(flags & O_NOFOLLOW), &plus1, &gen) != 0)
+	    tdax_checkpoint_path(dirfd, path, !(flags & O_NOFOLLOW), &plus1, &gen) != 0)
 		return -1;
 	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/names.h"
 #include "core/shadow.h"
+#include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/state.h"
 
@@ -48,8 +49,8 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 {
 	bool exchange = flags & RENAME_EXCHANGE;
 	uint32_t new_plus1, new_gen, old_plus1, old_gen;
-	tdax_coherent_checkpoint_path(newdir, newpath, false, &new_plus1, &new_gen);
-	tdax_coherent_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen);
+	tdax_checkpoint_path(newdir, newpath, false, &new_plus1, &new_gen);
+	tdax_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen);
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	if (!abs_path(olddir, oldpath, old_abs, &old_dir))
@@ -58,9 +59,9 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
 		new_dir = false;
 	if (old_dir)
-		tdax_coherent_checkpoint_below(old_abs);
+		tdax_checkpoint_below(old_abs);
 	if (new_dir)
-		tdax_coherent_checkpoint_below(new_abs);
+		tdax_checkpoint_below(new_abs);
 	int r = flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
 		      : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
 	int err = errno;
@@ -89,7 +90,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 int tdax_names_unlink(int dirfd, const char *path, int flags)
 {
 	uint32_t gen, plus1;
-	tdax_coherent_checkpoint_path(dirfd, path, false, &plus1, &gen);
+	tdax_checkpoint_path(dirfd, path, false, &plus1, &gen);
 	int fd = plus1 ? TDAX_REAL(openat)(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);

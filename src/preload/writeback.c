@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/writeback.h"
 #include "core/log.h"
+#include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/tracking.h"
 #include "preload/state.h"
@@ -37,9 +38,9 @@ void tdax_writeback_pass(int all)
 		}
 		if (all || pressure || now - first > tdax_rt.wb_age_ns ||
 		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
-			tdax_coherent_checkpoint_file(i);
+			tdax_checkpoint_file(i);
 	}
-	tdax_tracking_work(pressure, tdax_coherent_checkpoint_file);
+	tdax_tracking_work(pressure, tdax_checkpoint_file);
 	if (tdax_log_seal_dead(dev) || pressure)
 		tdax_log_reclaim(dev);
 	tdax_stats_flush();
