@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The write-back's checkpoint opens the file it syncs by its path for
 writing (src/preload/coherent.c:open_registered, O_RDWR, from
-tdax_coherent_checkpoint_file, run by the write-back thread in
+tdax_checkpoint_file, run by the write-back thread in
 src/preload/writeback.c:tdax_writeback_pass and at exit). While that descriptor is
 open, execve() of the file fails with ETXTBSY -- in this process, and in
 any child forked meanwhile (it inherits the descriptor until exec). A

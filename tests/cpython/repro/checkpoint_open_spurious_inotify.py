@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The write-back's checkpoint opened the file by its path for writing and
 closed it again (src/preload/coherent.c:open_registered, O_RDWR, from
-tdax_coherent_checkpoint_file): file watchers (inotify/fanotify: config
+tdax_checkpoint_file): file watchers (inotify/fanotify: config
 reloaders, build tools, tail -F, systemd path units) saw IN_CLOSE_WRITE --
 "a writer finished" -- about a second after the program's last write,
 while the program still had the file open and had not finished. Same

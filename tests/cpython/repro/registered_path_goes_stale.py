@@ -5,7 +5,7 @@ without tdax updating that path; writes after it are fsync'ed (lightweight:
 the records are the only durable copy) and after a power cut recovery
 cannot apply them ("unmatched"), so data an fsync acknowledged is lost:
   1. rename() of a directory holding the file: src/preload/interpose.c:do_rename
-     looks only the two paths themselves up (tdax_coherent_checkpoint_path),
+     looks only the two paths themselves up (tdax_checkpoint_path),
      a directory is not in the table, the files under it keep the old path.
   2. renameat2(RENAME_EXCHANGE): do_rename updates the path of the file
      that moved from oldpath (tdax_files_rename) but not of the one that

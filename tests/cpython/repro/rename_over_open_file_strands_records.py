@@ -2,7 +2,7 @@
 """A file replaced by rename() while a process still has it open and writes
 to it: the writes are logged under the replaced file's entry, whose path
 now names the new file. No checkpoint can reach the old inode once the
-descriptor is closed (src/preload/coherent.c:tdax_coherent_checkpoint_file ->
+descriptor is closed (src/preload/checkpoint.c:tdax_checkpoint_file ->
 open_registered finds another inode at the path, and no fd of the process
 is left), so the records stay in the log for good after every process has
 exited cleanly: `tdax device info` shows live records "not yet on flash",

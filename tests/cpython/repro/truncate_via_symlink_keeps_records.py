@@ -2,7 +2,7 @@
 """Before a truncation by path (open with O_TRUNC, truncate()), tdax
 checkpoints the file so that "no record may outlive a truncate"
 (src/preload/interpose.c:do_open and truncate -> src/preload/coherent.c:
-tdax_coherent_checkpoint_path). That lookup opens the path with O_NOFOLLOW:
+tdax_checkpoint_path). That lookup opens the path with O_NOFOLLOW:
 through a symlink (a shell's `> link`, open('link', 'w'), truncate('link'))
 it finds nothing, the truncation goes ahead and the file's older records
 stay live. After a power cut recovery replays them into the truncated file:

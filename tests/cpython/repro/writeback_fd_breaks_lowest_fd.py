@@ -3,7 +3,7 @@
 single-threaded program relies on it (close(0); open("/dev/null") to
 replace stdin, as daemons do). Under tdax the write-back thread opens
 descriptors in the process's table at any time (src/preload/coherent.c:open_registered
-from tdax_coherent_checkpoint_file, src/preload/writeback.c:tdax_writeback_pass), so
+from tdax_checkpoint_file, src/preload/writeback.c:tdax_writeback_pass), so
 the program's open() sometimes gets another number and fd 0 stays closed
 (or becomes tdax's).
 
