@@ -1,7 +1,6 @@
 /*
- * args -- how the tdax command's commands find their device: the default
- * device, the flags to open it with, and the options shared by the commands
- * that only name a device.
+ * args -- the options shared by the commands that only name a device, and
+ * root's flags to open any user's (args.h).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -13,23 +12,12 @@
 #include "cli/args.h"
 #include "cli/out.h"
 #include "core/device.h"
-
-const char *default_device(void)
-{
-	const char *d = secure_getenv("TDAX_DEVICE");
-	return d && *d ? d : tdax_default_device();
-}
-
-int open_flags(void)
-{
-	const char *s = secure_getenv("TDAX_ALLOW_SHARED");
-	return TDAX_OPEN_NO_PREFAULT | (s && strcmp(s, "1") == 0 ? TDAX_OPEN_ALLOW_SHARED : 0);
-}
+#include "core/env.h"
 
 int admin_flags(const char *path)
 {
 	bool named = strcmp(path, tdax_default_device()) != 0;
-	return open_flags() | (geteuid() == 0 && named ? TDAX_OPEN_ANY_OWNER : 0);
+	return tdax_env_open_flags() | (geteuid() == 0 && named ? TDAX_OPEN_ANY_OWNER : 0);
 }
 
 int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
@@ -43,7 +31,7 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		{ 0, 0, 0, 0 },
 	};
 	int c;
-	a->path = default_device();
+	a->path = tdax_env_device();
 	while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(help, stdout);

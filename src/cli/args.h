@@ -1,20 +1,17 @@
 /*
- * args -- how the tdax command's commands find their device: the default
- * device, the flags to open it with, and the options of the commands that
- * only name a device (--device, --json, --force, ...).
+ * args -- the options of the tdax commands that only name a device
+ * (--device, --json, --force, ...), and root's flags to open any user's.
  */
 #ifndef TDAX_CLI_ARGS_H
 #define TDAX_CLI_ARGS_H
 
 #include <stdbool.h>
 
-/* --device's default: $TDAX_DEVICE, else the user's default region. */
-const char *default_device(void);
-/* Flags to open a device with: TDAX_ALLOW_SHARED (or --allow-shared) allows
- * a region other users own or can write. admin_flags adds, for root naming a
- * region other than its own default, leave to inspect, recover or remove any
+/* --device's default is tdax_env_device() (core/env.h): $TDAX_DEVICE, else
+ * the user's default region; the flags to open it with are
+ * tdax_env_open_flags(). admin_flags adds to them, for root naming a region
+ * other than its own default, leave to inspect, recover or remove any
  * user's region (recovery acts as the region's owner). */
-int open_flags(void);
 int admin_flags(const char *path);
 
 /* Options of the commands that name a device. parse_dev_args returns -1

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "core/env.h"
 #include "cli/cmd_device.h"
 #include "cli/out.h"
 #include "core/device.h"
@@ -99,7 +100,7 @@ static uint32_t user_of(const char *path)
 {
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
+	if (tdax_device_open(path, tdax_env_open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
 			     &dev, &e))
 		return 0;
 	uint32_t pid = tdax_log_live_owner(dev);
@@ -116,7 +117,7 @@ int cmd_device_create(int argc, char **argv)
 		{ "owner", required_argument, 0, 'o' }, { "mode", required_argument, 0, 'm' },
 		{ "force", no_argument, 0, 'f' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
-	struct tdax_create_opts o = { .path = default_device(), .backend = TDAX_BACKEND_EMULATED };
+	struct tdax_create_opts o = { .path = tdax_env_device(), .backend = TDAX_BACKEND_EMULATED };
 	uint64_t v;
 	char *end;
 	int c;
@@ -189,7 +190,7 @@ int cmd_device_create(int argc, char **argv)
 	if (tdax_device_create(&o, &e))
 		return fail(&e);
 	struct tdax_device *dev;
-	if (tdax_device_open(o.path, open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
+	if (tdax_device_open(o.path, tdax_env_open_flags() | TDAX_OPEN_ALLOW_SHARED | TDAX_OPEN_ANY_OWNER,
 			     &dev, &e))
 		return fail(&e);
 	printf("created %s device at ", tdax_backend_name(dev->backend));

@@ -17,6 +17,7 @@
 #include "cli/cmd_run.h"
 #include "cli/out.h"
 #include "core/device.h"
+#include "core/env.h"
 #include "core/format.h"
 #include "core/recover.h"
 #include "core/trace.h"
@@ -76,7 +77,7 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 			path);
 	}
 	struct tdax_device *dev;
-	if (tdax_device_open(path, open_flags(), &dev, e))
+	if (tdax_device_open(path, tdax_env_open_flags(), &dev, e))
 		return -1;
 	int rc = 0;
 	if (tdax_device_boot_changed(dev)) {
@@ -115,7 +116,7 @@ static int start_with_tdax(const char *path, const char *libabs, const char *pol
 	if (trace) {
 		struct tdax_device *dev;
 		char tabs[PATH_MAX];
-		if (tdax_device_open(abs, open_flags(), &dev, e))
+		if (tdax_device_open(abs, tdax_env_open_flags(), &dev, e))
 			return -1;
 		int rc = tdax_trace_create(trace, dev, e);
 		tdax_device_close(dev);
@@ -157,7 +158,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
-	const char *path = device ? device : default_device();
+	const char *path = device ? device : tdax_env_device();
 	char lib[PATH_MAX + 32], libabs[PATH_MAX];
 	if (find_library(lib, sizeof(lib)) != 0 || !realpath(lib, libabs)) {
 		fprintf(stderr, "tdax: cannot find libtdax.so next to this tdax (%s); run 'make' or set "
@@ -165,7 +166,7 @@ int cmd_run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	struct tdax_err e;
-	if (prepare_device(path, device != NULL || secure_getenv("TDAX_DEVICE"), &e) != 0) {
+	if (prepare_device(path, device != NULL || tdax_env_device_named(), &e) != 0) {
 		fputs("tdax: ", stderr);
 		text_str(stderr, e.msg, sizeof(e.msg));
 		fputs("; starting ", stderr);

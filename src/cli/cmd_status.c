@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "core/env.h"
 #include "cli/cmd_status.h"
 #include "cli/out.h"
 #include "core/device.h"
@@ -206,7 +207,7 @@ int cmd_top(int argc, char **argv)
 		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	const char *path = default_device();
+	const char *path = tdax_env_device();
 	uint64_t interval = 1000, count = 0;
 	bool verbose = false;
 	int c;

@@ -19,7 +19,7 @@
 #include "preload/fdtable.h"
 #include "preload/state.h"
 
-/* ---- entry points per operation (coherent_ops.c) ------------------- */
+/* ---- entry points per operation (coherent_ops.c, mode.h) ---------- */
 
 /* A write of iov (n entries) through managed fd at off, or at the file
  * position when off is -1; rwf: pwritev2's flags. Returns what the call
@@ -27,19 +27,17 @@
 ssize_t tdax_coherent_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
 			    int rwf);
 
-/* ftruncate, truncate and fallocate of a managed file: checkpointed first
- * where records could be replayed over the result. */
+/* ftruncate and fallocate of a managed file: checkpointed first where
+ * records could be replayed over the result. */
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len);
-int tdax_coherent_truncate(const char *path, off_t len);
 int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);
 
 /* The kernel changed the file's size or layout, or moved bytes into it
  * unseen (copy_file_range, sendfile, splice): the next sync is real. */
 void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback why);
 
-/* A stdio stream writes to the file open as fd through glibc's internal
- * calls, which tdax does not see: the file goes to the kernel for good. */
-void tdax_coherent_stdio(int fd);
+/* Coherent mode's table of entry points (mode.h). */
+extern const struct tdax_mode_ops tdax_coherent_mode;
 
 /* ---- the write and sync path (coherent.c) ---------------------------- */
 

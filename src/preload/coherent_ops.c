@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
+#include "preload/mode.h"
 #include "core/trace.h"
 #include "core/util.h"
 #include "preload/writeback.h"
@@ -207,21 +208,6 @@ int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 	return r;
 }
 
-int tdax_coherent_truncate(const char *path, off_t len)
-{
-	uint32_t gen, plus1;
-	if (tdax_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
-		return -1;
-	int r = TDAX_REAL(truncate)(path, len);
-	int err = errno;
-	if (plus1 && r == 0) {
-		atomic_store(&tdax_rt_of(plus1 - 1)->size_seen, (uint64_t)len);
-		tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
-	}
-	errno = err;
-	return r;
-}
-
 int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
 {
 	/* Every mode but plain allocation changes bytes or moves them (punch,
@@ -236,12 +222,19 @@ int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off
 	return r;
 }
 
-/* A stdio stream writes through glibc's internal calls, which tdax does
- * not see: the file goes back to the kernel for good. */
-void tdax_coherent_stdio(int fd)
+/* A path tdax cannot follow reaches the file: checkpoint it and keep it
+ * on the kernel path from now on. */
+static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
 {
-	struct tdax_ident id;
-	uint32_t idx, gen;
-	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
-		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_STDIO);
+	tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, why);
 }
+
+const struct tdax_mode_ops tdax_coherent_mode = {
+	.name = "coherent",
+	.write = tdax_coherent_write,
+	.sync = tdax_coherent_sync,
+	.ftruncate = tdax_coherent_ftruncate,
+	.fallocate = tdax_coherent_fallocate,
+	.changed = tdax_coherent_changed,
+	.lost_sight = lost_sight,
+};

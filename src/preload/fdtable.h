@@ -32,7 +32,8 @@ enum {
 struct tdax_fd {
 	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
 	uint32_t gen;
-	uint32_t flags;      /* TDAX_FD_* */
+	uint16_t flags;      /* TDAX_FD_* */
+	uint16_t mode;       /* the file's mode: enum tdax_mode (mode.h) */
 	uint32_t twin_plus1; /* O_SYNC/O_DSYNC: tdax's own descriptor of the file without them */
 	uint64_t dev, ino;   /* what the descriptor was when it was managed (st_dev, st_ino) */
 };

@@ -1,6 +1,7 @@
 /*
  * interpose -- the libc functions libtdax.so replaces. Each hook is thin:
- * it decodes the call, does the real call, and tells the file's mode what happened.
+ * it decodes the call and hands it to the mode of the descriptor's file
+ * (mode.h), or does the real call when tdax does not manage the descriptor.
  * A file descriptor tdax does not manage, or a call made while tdax is
  * off, goes straight to the real function with its errno untouched.
  */
@@ -18,8 +19,8 @@
 #include <unistd.h>
 
 #include "preload/checkpoint.h"
-#include "preload/coherent.h"
 #include "preload/manage.h"
+#include "preload/mode.h"
 #include "preload/names.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
@@ -138,7 +139,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
 	struct iovec iov = { (void *)buf, n };
-	return tdax_coherent_write(fd, e, &iov, 1, -1, 0);
+	return tdax_mode_of(e)->write(fd, e, &iov, 1, -1, 0);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -146,7 +147,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
-	return tdax_coherent_write(fd, e, iov, n, -1, 0);
+	return tdax_mode_of(e)->write(fd, e, iov, n, -1, 0);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
@@ -155,7 +156,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
 	struct iovec iov = { (void *)buf, n };
-	return tdax_coherent_write(fd, e, &iov, 1, off, 0);
+	return tdax_mode_of(e)->write(fd, e, &iov, 1, off, 0);
 }
 
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
@@ -168,7 +169,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
-	return tdax_coherent_write(fd, e, iov, n, off, 0);
+	return tdax_mode_of(e)->write(fd, e, iov, n, off, 0);
 }
 
 EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
@@ -181,7 +182,7 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int f
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
-	return tdax_coherent_write(fd, e, iov, n, off, flags);
+	return tdax_mode_of(e)->write(fd, e, iov, n, off, flags);
 }
 
 EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
@@ -194,13 +195,13 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, in
 EXPORT int fsync(int fd)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_sync(fd, e, false) : TDAX_REAL(fsync)(fd);
+	return e ? tdax_mode_of(e)->sync(fd, e, false) : TDAX_REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_sync(fd, e, true) : TDAX_REAL(fdatasync)(fd);
+	return e ? tdax_mode_of(e)->sync(fd, e, true) : TDAX_REAL(fdatasync)(fd);
 }
 
 /* ---- size and metadata ---------------------------------------------- */
@@ -208,7 +209,7 @@ EXPORT int fdatasync(int fd)
 EXPORT int ftruncate(int fd, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_ftruncate(fd, e, len) : TDAX_REAL(ftruncate)(fd, len);
+	return e ? tdax_mode_of(e)->ftruncate(fd, e, len) : TDAX_REAL(ftruncate)(fd, len);
 }
 
 EXPORT int ftruncate64(int fd, off_t len)
@@ -218,7 +219,7 @@ EXPORT int ftruncate64(int fd, off_t len)
 
 EXPORT int truncate(const char *path, off_t len)
 {
-	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_coherent_truncate(path, len)
+	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_names_truncate(path, len)
 						 : TDAX_REAL(truncate)(path, len);
 }
 
@@ -230,7 +231,7 @@ EXPORT int truncate64(const char *path, off_t len)
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_coherent_fallocate(fd, e, mode, off, len) : TDAX_REAL(fallocate)(fd, mode, off, len);
+	return e ? tdax_mode_of(e)->fallocate(fd, e, mode, off, len) : TDAX_REAL(fallocate)(fd, mode, off, len);
 }
 
 EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
@@ -243,7 +244,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 	const struct tdax_fd *e = managed(fd);
 	int r = TDAX_REAL(posix_fallocate)(fd, off, len);
 	if (e)
-		tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+		tdax_mode_of(e)->changed(fd, e, TDAX_FB_METADATA);
 	return r;
 }
 
@@ -260,7 +261,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	 * writable later (mprotect), unseen: read-only now is not enough. */
 	const struct tdax_fd *e = managed(fd);
 	if (e && (flags & MAP_SHARED))
-		tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_MMAP);
+		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_MMAP);
 	return TDAX_REAL(mmap)(addr, len, prot, flags, fd, off);
 }
 
@@ -274,7 +275,7 @@ static void moved_in(int fd, ssize_t r)
 {
 	const struct tdax_fd *e = r > 0 ? managed(fd) : NULL;
 	if (e)
-		tdax_coherent_changed(fd, e, TDAX_FB_COPY);
+		tdax_mode_of(e)->changed(fd, e, TDAX_FB_COPY);
 }
 
 EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len,
@@ -316,7 +317,7 @@ static void stdio_on(FILE *f, const char *mode)
 {
 	if (f && strpbrk(mode, "wa+") && tdax_on_or_waiting() &&
 	    (tdax_on() || (tdax_manage_wants(fileno(f), O_WRONLY) && tdax_attach())))
-		tdax_coherent_stdio(fileno(f));
+		tdax_manage_stdio(fileno(f));
 }
 
 EXPORT FILE *fopen(const char *path, const char *mode)

@@ -27,8 +27,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "preload/coherent.h"
 #include "preload/manage.h"
+#include "preload/mode.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
 #include "preload/start.h"
@@ -155,7 +155,7 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		if (e) {
 			int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
 			struct tdax_fd *m = &tdax_fds[fd];
-			m->flags = (m->flags & ~(uint32_t)(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
+			m->flags = (uint16_t)(m->flags & ~(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
 				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
 			if (m->twin_plus1) /* the twin writes as the descriptor would */
 				TDAX_REAL(fcntl)(tdax_twin_fd(m->twin_plus1), F_SETFL,
@@ -377,7 +377,7 @@ static void async_write(int fd)
 {
 	const struct tdax_fd *e = tdax_managed(fd);
 	if (e)
-		tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_ASYNC);
+		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_ASYNC);
 }
 
 EXPORT int aio_write(struct aiocb *cb)
@@ -434,7 +434,7 @@ void tdax_go_blind(void)
 	for (int fd = 0; fd < TDAX_MAX_FDS; fd++) {
 		const struct tdax_fd *e = tdax_fd_get(fd);
 		if (e)
-			tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, TDAX_FB_ASYNC);
+			tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_ASYNC);
 	}
 }
 

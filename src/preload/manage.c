@@ -1,12 +1,14 @@
 /*
  * manage -- which descriptors tdax manages (manage.h): the choice when a
- * descriptor is made (open, exec, dup), and the file's registration.
+ * descriptor is made (open, exec, dup), the file's registration, and the
+ * file's mode (mode.h: the table of modes lives here, with the choice).
  */
 #define _GNU_SOURCE
 #include "preload/manage.h"
 #include "core/trace.h"
 #include "preload/coherent.h"
 #include "preload/fdtable.h"
+#include "preload/mode.h"
 #include "preload/state.h"
 
 #include <fcntl.h>
@@ -15,6 +17,16 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+
+const struct tdax_mode_ops *const tdax_modes[TDAX_MODES] = {
+	[TDAX_MODE_COHERENT] = &tdax_coherent_mode,
+};
+
+/* Coherent mode is the only one yet: every managed file is in it. */
+static enum tdax_mode choose_mode(void)
+{
+	return TDAX_MODE_COHERENT;
+}
 
 void tdax_manage_dup(int from, int to)
 {
@@ -115,9 +127,18 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
 	tdax_fds[fd] = (struct tdax_fd){
 		.file_plus1 = idx + 1, .gen = gen,
+		.mode = (uint16_t)choose_mode(),
 		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | (twin ? sync : 0) |
 			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
 		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
 	};
+}
+
+void tdax_manage_stdio(int fd)
+{
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
+		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_STDIO);
 }

@@ -2,7 +2,7 @@
  * manage -- which of the process's descriptors tdax manages: a regular
  * file opened for writing, on a file system where a sync costs something,
  * that the device's file table can register. Its entry in the fdtable then
- * says which file it is; the file's mode (coherent.h) says how its writes
+ * says which file it is; the file's mode (mode.h) says how its writes
  * and syncs are served.
  */
 #ifndef TDAX_MANAGE_H
@@ -27,5 +27,9 @@ void tdax_manage(int fd, const char *path_or_null, int flags);
  * entry. A number beyond the table makes the file kernel-only (writes
  * through it would go unseen). */
 void tdax_manage_dup(int from, int to);
+
+/* A stdio stream is open on fd: it writes through glibc's internal calls,
+ * which tdax does not see, so a registered file goes to the kernel for good. */
+void tdax_manage_stdio(int fd);
 
 #endif

@@ -110,3 +110,18 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	errno = err;
 	return r;
 }
+
+int tdax_names_truncate(const char *path, off_t len)
+{
+	uint32_t gen, plus1;
+	if (tdax_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
+		return -1;
+	int r = TDAX_REAL(truncate)(path, len);
+	int err = errno;
+	if (plus1 && r == 0) {
+		atomic_store(&tdax_rt_of(plus1 - 1)->size_seen, (uint64_t)len);
+		tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
+	}
+	errno = err;
+	return r;
+}

@@ -8,6 +8,7 @@
  * so once on stderr and every call goes straight to the kernel.
  */
 #define _GNU_SOURCE
+#include "core/env.h"
 #include "core/log.h"
 #include "core/recover.h"
 #include "core/sys.h"
@@ -67,35 +68,20 @@ static bool adopt(int fd, int flags)
 	return false;
 }
 
-/* A tunable from the environment: dflt if unset; a value that is not a
- * size, or is outside lo..hi, is said once (unless quiet) and replaced by
- * dflt or clamped into the range. */
+/* A tunable from the environment (core/env.h), with a warning (unless
+ * quiet) when the value given could not be used as it is. */
 static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
 {
-	const char *s = secure_getenv(name);
 	uint64_t v;
-	char msg[160];
-	if (!s || !*s)
-		return dflt;
-	if (tdax_parse_size(s, &v) != 0) {
-		snprintf(msg, sizeof(msg), "='%s' is not a number; using the default %llu", s,
-			 (unsigned long long)dflt);
-		tdax_warn("%s%s", name, msg);
-		return dflt;
-	}
-	if (v >= lo && v <= hi)
-		return v;
-	uint64_t c = v < lo ? lo : hi;
-	snprintf(msg, sizeof(msg), "=%s is outside %llu..%llu; using %llu", s, (unsigned long long)lo,
-		 (unsigned long long)hi, (unsigned long long)c);
-	tdax_warn("%s%s", name, msg);
-	return c;
+	char why[192];
+	if (tdax_env_u64(name, dflt, lo, hi, &v, why, sizeof(why)))
+		tdax_warn("%s%s", why, "");
+	return v;
 }
 
 static void configure(void)
 {
-	const char *q = secure_getenv("TDAX_QUIET");
-	tdax_rt.quiet = q && !strcmp(q, "1"); /* first: every warning below respects it */
+	tdax_rt.quiet = tdax_env_on("TDAX_QUIET"); /* first: every warning below respects it */
 	const char *p = secure_getenv("TDAX_POLICY");
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
@@ -149,14 +135,9 @@ static int bring_up_to_date(struct tdax_device *dev)
  * process inherited. On failure: one warning, tdax stays off. */
 static void attach_now(void)
 {
-	const char *path = secure_getenv("TDAX_DEVICE");
-	if (!path || !*path)
-		path = tdax_default_device();
-	const char *shared = secure_getenv("TDAX_ALLOW_SHARED");
-	int flags = TDAX_OPEN_NO_PREFAULT | (shared && !strcmp(shared, "1") ? TDAX_OPEN_ALLOW_SHARED : 0);
 	struct tdax_device *dev;
 	struct tdax_err e;
-	if (tdax_device_open(path, flags, &dev, &e) != 0) {
+	if (tdax_device_open(tdax_env_device(), tdax_env_open_flags(), &dev, &e) != 0) {
 		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
 		return;
 	}

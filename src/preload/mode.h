@@ -1,0 +1,54 @@
+/*
+ * mode -- which data path serves a managed descriptor's file: one value per
+ * file (enum tdax_mode, kept in the descriptor's fdtable entry) and one table
+ * of entry points per mode (struct tdax_mode_ops). The hooks decode a call,
+ * look the descriptor up and hand the call to its mode; they know no mode.
+ * A descriptor tdax does not manage has no entry: its calls are the real
+ * ones, untouched (the passthrough path of the hooks).
+ *
+ * Adding a mode adds a file with its table, a value here, its place in
+ * tdax_modes and the choice (both in manage.c); no hook changes.
+ */
+#ifndef TDAX_MODE_H
+#define TDAX_MODE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "preload/fdtable.h"
+#include "preload/state.h"
+
+enum tdax_mode {
+	TDAX_MODE_COHERENT = 0, /* the page cache holds the file; upgraded ranges are logged (coherent.h) */
+	TDAX_MODES
+};
+
+/* A mode's entry per operation on a managed descriptor fd with entry e.
+ * Each returns what the application's call returns, errno included. */
+struct tdax_mode_ops {
+	const char *name;
+	/* write, writev, pwrite, pwritev, pwritev2: iov (n > 0 entries) at
+	 * off, or at the file position when off is -1; rwf: pwritev2's flags. */
+	ssize_t (*write)(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+			 int rwf);
+	int (*sync)(int fd, const struct tdax_fd *e, bool datasync);
+	int (*ftruncate)(int fd, const struct tdax_fd *e, off_t len);
+	int (*fallocate)(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);
+	/* The kernel changed the file behind the mode's back (posix_fallocate,
+	 * copy_file_range, sendfile, splice into it): after the real call. */
+	void (*changed)(int fd, const struct tdax_fd *e, enum tdax_fallback why);
+	/* A path the mode cannot follow reaches the file for good (a shared
+	 * mapping): before the real call. */
+	void (*lost_sight)(int fd, const struct tdax_fd *e, enum tdax_fallback why);
+};
+
+/* Indexed by enum tdax_mode (manage.c). */
+extern const struct tdax_mode_ops *const tdax_modes[TDAX_MODES];
+
+static inline const struct tdax_mode_ops *tdax_mode_of(const struct tdax_fd *e)
+{
+	return tdax_modes[e->mode];
+}
+
+#endif
