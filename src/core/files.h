@@ -39,6 +39,10 @@ struct tdax_file_rt {
 	_Atomic uint64_t last_sync_ns; /* CLOCK_MONOTONIC of the file's last sync (tracking) */
 	_Atomic uint32_t dirty_ranges[6]; /* range table slots + 1 written since the last sync */
 	_Atomic uint32_t dirty_overflow;  /* more than fit above: the sync scans the table */
+	/* Writes at the file position that tdax does not log and whose offset it
+	 * does not ask the kernel for (coherent_ops.c, "cold"): started, done. */
+	_Atomic uint64_t cold_started;
+	_Atomic uint64_t cold_done;
 };
 
 struct tdax_file {

@@ -68,6 +68,28 @@ void tdax_coherent_write_end(const struct tdax_fd *e)
 	atomic_fetch_sub_explicit(&tdax_rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_release);
 }
 
+void tdax_coherent_cold_begin(const struct tdax_fd *e)
+{
+	atomic_fetch_add(&tdax_rt_of(e->file_plus1 - 1)->cold_started, 1);
+}
+
+void tdax_coherent_cold_end(const struct tdax_fd *e)
+{
+	atomic_fetch_add_explicit(&tdax_rt_of(e->file_plus1 - 1)->cold_done, 1, memory_order_release);
+}
+
+struct tdax_cold_mark tdax_coherent_cold_look(const struct tdax_fd *e)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
+	uint64_t started = atomic_load(&rt->cold_started);
+	return (struct tdax_cold_mark){ started, atomic_load(&rt->cold_done) };
+}
+
+bool tdax_coherent_cold_none_since(const struct tdax_fd *e, struct tdax_cold_mark m)
+{
+	return m.started == m.done && atomic_load(&tdax_rt_of(e->file_plus1 - 1)->cold_started) == m.started;
+}
+
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			    int iovcnt, size_t r)
 {
@@ -81,15 +103,16 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 		why = TDAX_FB_DIRECT;
 	else if (atomic_load_explicit(&rt->unmanaged, memory_order_relaxed))
 		why = (enum tdax_fallback)atomic_load(&rt->unmanaged);
-	else if (!tdax_tracking_write(idx, e->gen, off, r))
-		why = TDAX_FB_NOT_UPGRADED;
+	else if (!tdax_tracking_write(idx, e->gen, off, r) || !iov)
+		why = TDAX_FB_NOT_UPGRADED; /* (no iov: off is an estimate, nothing to log) */
 #ifdef TDAX_TEST_BUILD
 	else if (tdax_rt.test_lie)
 		; /* positive control for the crash tests: claim coverage, log nothing */
 #endif
 	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
 		why = TDAX_FB_LOG_FULL;
-	atomic_max(&rt->size_seen, off + r);
+	if (iov)
+		atomic_max(&rt->size_seen, off + r);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
 				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL);
@@ -200,7 +223,8 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
  * The guard: a file size tdax writers did not leave means a writer tdax did
  * not see. The size is read first: a tdax write that grew the file has
  * either updated size_seen by the time it leaves `inflight`, or is still in
- * flight (and the growth is its own). A write that starts and finishes
+ * flight (and the growth is its own; a cold write is in flight until its
+ * `cold_done`, and one that is done has made the file uncovered). A write that starts and finishes
  * between the two reads moves size_seen: then look again.
  */
 static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
@@ -209,7 +233,8 @@ static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
 	for (int tries = 0; tries < 4; tries++) {
 		if (tries > 0 && tdax_file_size(fd, &size) != 0)
 			return false;
-		if (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0)
+		if (atomic_load_explicit(&rt->inflight, memory_order_acquire) > 0 ||
+		    atomic_load(&rt->cold_started) != atomic_load_explicit(&rt->cold_done, memory_order_acquire))
 			return true;
 		uint64_t seen = atomic_load(&rt->size_seen);
 		if (size == seen)

@@ -47,9 +47,27 @@ void tdax_coherent_write_begin(const struct tdax_fd *e);
 void tdax_coherent_write_end(const struct tdax_fd *e);
 
 /* A real write through a managed fd put r bytes of iov at off: log them (or
- * mark the file uncovered). Call before tdax_coherent_write_end. */
+ * mark the file uncovered). Call before tdax_coherent_write_end. With iov
+ * NULL, off is only an estimate (a cold write): the write is tracked there
+ * and the file uncovered; nothing is logged. */
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			    int iovcnt, size_t r);
+
+/*
+ * Cold writes: writes at the file position to a range that is not logged,
+ * made without the file's position lock and without asking the kernel
+ * where they landed (coherent_ops.c). They bracket the real write with
+ * cold_begin/cold_end; a logged write at the file position, which reads its
+ * offset back from the position, trusts it only if no cold write ran
+ * between its look (before the write) and its read-back.
+ */
+struct tdax_cold_mark {
+	uint64_t started, done;
+};
+void tdax_coherent_cold_begin(const struct tdax_fd *e);
+void tdax_coherent_cold_end(const struct tdax_fd *e);
+struct tdax_cold_mark tdax_coherent_cold_look(const struct tdax_fd *e);
+bool tdax_coherent_cold_none_since(const struct tdax_fd *e, struct tdax_cold_mark m);
 
 /* fsync/fdatasync of a managed fd; returns what the call returns. */
 int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);

@@ -10,6 +10,8 @@
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/mode.h"
+#include "preload/tracking.h"
+#include "core/testaid.h"
 #include "core/trace.h"
 #include "core/util.h"
 #include "preload/writeback.h"
@@ -76,51 +78,124 @@ static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, in
 		      : TDAX_REAL(pwritev)(fd, iov, n, off);
 }
 
+static size_t iov_bytes(const struct iovec *iov, int n)
+{
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* The real write at the file position, with pwritev2's flags if any. */
+static ssize_t real_write(int fd, const struct iovec *iov, int n, int rwf)
+{
+	if (rwf)
+		return TDAX_REAL(pwritev2)(fd, iov, n, -1, rwf);
+	return n == 1 ? TDAX_REAL(write)(fd, iov[0].iov_base, iov[0].iov_len) : TDAX_REAL(writev)(fd, iov, n);
+}
+
+/*
+ * A cold write at the file position: its range is not logged, so its exact
+ * offset matters only to the policy, which takes an estimate (where this
+ * descriptor's last write ended or lseek() put it; for O_APPEND, at least
+ * the size tdax last saw). No position lock, no lseek: the write costs the
+ * kernel's write and the policy's bookkeeping. It is not logged, so the
+ * file is uncovered and its next sync is real. If the range became logged
+ * meanwhile, the same holds: only a logged write that knows its offset
+ * exactly is ever a record.
+ */
+static ssize_t cold(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf,
+		    uint64_t est)
+{
+	tdax_coherent_cold_begin(e);
+	ssize_t r = real_write(fd, iov, n, rwf);
+	int err = errno;
+	if (r > 0) {
+		atomic_store_explicit(&tdax_fds[fd].pos, est + (uint64_t)r, memory_order_relaxed);
+		if (rwf & ~RWF_UNDERSTOOD)
+			passed_through(e);
+		else
+			tdax_coherent_after_write(e, est, NULL, 0, (size_t)r);
+		tdax_writeback_ensure();
+	}
+	tdax_coherent_cold_end(e);
+	errno = err;
+	return r;
+}
+
+#ifdef TDAX_TEST_BUILD
+/* Test aid (src/core/testaid.h): while the file TDAX_TEST_PAUSE_IF names
+ * exists, a logged write at the file position waits 100 ms between the
+ * real write and the read-back of its offset: the window a cold write of
+ * another thread can fall into. */
+static void pause_before_read_back(void)
+{
+	const char *flag = TDAX_TEST_ENV("PAUSE_IF");
+	if (flag && access(flag, F_OK) == 0)
+		usleep(100000);
+}
+#endif
+
 /*
  * A write at the file position (write, writev, O_APPEND): the kernel picks
- * the offset, so tdax writers of one file take turns, and the offset is
- * read back from the position the write left. Through a twin (O_SYNC,
- * O_DSYNC), the application's descriptor keeps the position: read it,
- * write there (or at the end, the twin has O_APPEND too), move it on.
+ * the offset. Where the range is logged, tdax writers of one file take
+ * turns and the offset is read back from the position the write left (and
+ * trusted only if no cold write ran meanwhile, coherent.h). Through a twin
+ * (O_SYNC, O_DSYNC), the application's descriptor keeps the position: read
+ * it, write there (or at the end, the twin has O_APPEND too), move it on.
  */
 static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
 {
-	_Atomic uint32_t *lock = &tdax_rt_of(e->file_plus1 - 1)->lock;
+	struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
 	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
 		 * write: the lock is ours already. The kernel's write, unlogged. */
-		ssize_t r = rwf ? TDAX_REAL(pwritev2)(fd, iov, n, -1, rwf) : TDAX_REAL(writev)(fd, iov, n);
+		ssize_t r = real_write(fd, iov, n, rwf);
 		if (r > 0)
 			unlogged(e);
 		return r;
 	}
+	bool at_end = (rwf & RWF_APPEND) || ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND));
+	if (!e->twin_plus1) {
+		uint64_t est = atomic_load_explicit(&tdax_fds[fd].pos, memory_order_relaxed);
+		uint64_t seen = atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
+		if (at_end && seen > est)
+			est = seen;
+		if ((e->flags & TDAX_FD_NOLOG) ||
+		    !tdax_tracking_logged(e->file_plus1 - 1, e->gen, est, iov_bytes(iov, n)))
+			return cold(fd, e, iov, n, rwf, est);
+	}
 	tdax_coherent_write_begin(e);
 	in_positional = 1;
-	tdax_pidlock_acquire(lock);
+	tdax_pidlock_acquire(&rt->lock);
+	struct tdax_cold_mark mark = tdax_coherent_cold_look(e);
 	ssize_t r;
 	off_t end = -1;
-	bool at_end = (rwf & RWF_APPEND) || ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND));
 	if (e->twin_plus1 && !at_end) {
-		off_t pos = lseek(fd, 0, SEEK_CUR);
+		off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
 		r = pos < 0 ? -1 : real_pwrite(wfd, iov, n, pos, rwf);
-		if (r > 0 && lseek(fd, pos + r, SEEK_SET) >= 0)
+		if (r > 0 && TDAX_REAL(lseek)(fd, pos + r, SEEK_SET) >= 0)
 			end = pos + r;
 	} else {
-		r = rwf ? TDAX_REAL(pwritev2)(wfd, iov, n, -1, rwf)
-		    : n == 1 ? TDAX_REAL(write)(wfd, iov[0].iov_base, iov[0].iov_len)
-			     : TDAX_REAL(writev)(wfd, iov, n);
-		end = r > 0 ? lseek(wfd, 0, SEEK_CUR) : -1;
+		r = real_write(wfd, iov, n, rwf);
+#ifdef TDAX_TEST_BUILD
+		pause_before_read_back();
+#endif
+		end = r > 0 ? TDAX_REAL(lseek)(wfd, 0, SEEK_CUR) : -1;
 		if (e->twin_plus1 && end >= 0)
-			lseek(fd, end, SEEK_SET);
+			TDAX_REAL(lseek)(fd, end, SEEK_SET);
 	}
 	int err = errno;
-	tdax_pidlock_release(lock);
+	bool alone = tdax_coherent_cold_none_since(e, mark);
+	tdax_pidlock_release(&rt->lock);
 	in_positional = 0;
 	if (r > 0) {
+		if (end >= 0)
+			atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)end, memory_order_relaxed);
 		if (rwf & ~RWF_UNDERSTOOD)
 			passed_through(e);
-		else if (end >= r)
+		else if (end >= r && alone)
 			tdax_coherent_after_write(e, (uint64_t)(end - r), iov, n, (size_t)r);
 		else
 			unlogged(e);

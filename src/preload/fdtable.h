@@ -36,6 +36,10 @@ struct tdax_fd {
 	uint16_t mode;       /* the file's mode: enum tdax_mode (mode.h) */
 	uint32_t twin_plus1; /* O_SYNC/O_DSYNC: tdax's own descriptor of the file without them */
 	uint64_t dev, ino;   /* what the descriptor was when it was managed (st_dev, st_ino) */
+	/* Where this descriptor's next write at the file position probably
+	 * lands: the end of its last write, or where lseek() put it. Only the
+	 * policy's estimate (coherent_ops.c): never the offset of a record. */
+	_Atomic uint64_t pos;
 };
 
 #define TDAX_MAX_FDS 65536

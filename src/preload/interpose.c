@@ -190,6 +190,21 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, in
 	return pwritev2(fd, iov, n, off, flags);
 }
 
+/* The file position of a managed descriptor, for the estimate of where its
+ * next write lands (fdtable.h). */
+EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+	off_t r = TDAX_REAL(lseek)(fd, off, whence);
+	if (r >= 0 && tdax_fd_get(fd))
+		atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)r, memory_order_relaxed);
+	return r;
+}
+
+EXPORT off_t lseek64(int fd, off_t off, int whence)
+{
+	return lseek(fd, off, whence);
+}
+
 /* ---- sync ------------------------------------------------------------ */
 
 EXPORT int fsync(int fd)

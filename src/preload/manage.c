@@ -84,6 +84,13 @@ bool tdax_manage_wants_path(int dirfd, const char *path, bool follow)
 	return yes;
 }
 
+/* Where an inherited descriptor is (one just opened is at 0). */
+static uint64_t position(int fd)
+{
+	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
+	return pos < 0 ? 0 : (uint64_t)pos;
+}
+
 void tdax_manage(int fd, const char *path_or_null, int flags)
 {
 	if (fd < 0 || fd >= TDAX_MAX_FDS)
@@ -132,6 +139,7 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
 		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
+		.pos = path_or_null ? 0 : position(fd),
 	};
 }
 

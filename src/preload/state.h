@@ -57,6 +57,7 @@ extern struct tdax_runtime tdax_rt;
 	X(writev, ssize_t, (int, const struct iovec *, int))                          \
 	X(pwritev, ssize_t, (int, const struct iovec *, int, off_t))                  \
 	X(pwritev2, ssize_t, (int, const struct iovec *, int, off_t, int))            \
+	X(lseek, off_t, (int, off_t, int))                                            \
 	X(fsync, int, (int))                                                          \
 	X(fdatasync, int, (int))                                                      \
 	X(ftruncate, int, (int, off_t))                                               \

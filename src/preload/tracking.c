@@ -67,6 +67,23 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	return logged && tdax_rt.policy != TDAX_POLICY_NEVER;
 }
 
+bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
+{
+	if (tdax_rt.policy != TDAX_POLICY_THESIS)
+		return tdax_rt.policy == TDAX_POLICY_ALWAYS;
+	uint32_t g = tdax_file_gran(tdax_rt_of(idx));
+	if (!g || len == 0)
+		return false; /* not tracked yet: nothing of it is upgraded */
+	g--;
+	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
+	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
+		struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, false);
+		if (!r || !tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed)))
+			return false;
+	}
+	return true;
+}
+
 static bool belongs(const struct tdax_range *r, uint32_t idx, uint32_t gen)
 {
 	uint64_t k = atomic_load(&r->key);

@@ -16,6 +16,10 @@
  * range it touched is logged (the policy says: copy it into the device). */
 bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 
+/* Would a write of len bytes at off be logged now? Looks, tracks nothing:
+ * a range the table does not have yet is not logged. */
+bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
+
 /* A sync of the file: count its writebacks and decide; a range marked for
  * a job wakes the write-back thread (wake.h). */
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
