@@ -35,7 +35,7 @@ HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -105,6 +105,10 @@ $(B)/bin/tdax-windows: bench/windows.c $(CORE_O) $(HDRS)
 	$(CC) $(ALLFLAGS) $< $(CORE_O) -o $@ $(LDLIBS)
 
 $(B)/bin/tdax-appendloop: bench/appendloop.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) $< -o $@
+
+$(B)/bin/tdax-smallfiles: bench/smallfiles.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLFLAGS) $< -o $@
 

@@ -35,6 +35,9 @@ _Static_assert(sizeof(struct tdax_state) <= TDAX_SEQ_OFF - TDAX_STATE_OFF, "stat
 _Static_assert(TDAX_SEQ_OFF % TDAX_CACHELINE == 0 && TDAX_REGLOCK_OFF - TDAX_SEQ_OFF >= TDAX_CACHELINE &&
 	       TDAX_REGLOCK_OFF % TDAX_CACHELINE == 0 && TDAX_STATS_OFF - TDAX_REGLOCK_OFF >= TDAX_CACHELINE,
 	       "the sequence counter and the registration lock have a cache line each");
+_Static_assert(TDAX_INDEX_EPOCH_OFF % 8 == 0 && TDAX_INDEX_USED_OFF % 4 == 0 &&
+	       TDAX_INDEX_USED_OFF + 4 <= TDAX_REGLOCK_OFF + TDAX_CACHELINE,
+	       "the file index's words are aligned, in the registration lock's line");
 
 const char *tdax_backend_name(enum tdax_backend b)
 {
@@ -254,6 +257,8 @@ static void set_pointers(struct tdax_device *dev)
 	dev->st = (struct tdax_state *)(dev->base + TDAX_STATE_OFF);
 	dev->seq = (_Atomic uint64_t *)(dev->base + TDAX_SEQ_OFF);
 	dev->reglock = (_Atomic uint32_t *)(dev->base + TDAX_REGLOCK_OFF);
+	dev->index_epoch = (_Atomic uint64_t *)(dev->base + TDAX_INDEX_EPOCH_OFF);
+	dev->index_used = (_Atomic uint32_t *)(dev->base + TDAX_INDEX_USED_OFF);
 	dev->persist_cost_ns = dev->sb->persist_cost_ns;
 	dev->bandwidth_mbps = dev->sb->bandwidth_mbps;
 }
@@ -626,11 +631,12 @@ static int check_geometry(const char *path, const struct tdax_super *sb, struct 
 	    !table_fits(sb->files_off, sb->max_files, sb->file_entry_size, TDAX_HEADER_SIZE, cap))
 		return bad_field(path, "files_off", sb->files_off, "the file table must be aligned, "
 			"after the header and inside the capacity", err);
-	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	uint64_t files_end = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size +
+			     (uint64_t)tdax_index_slots(sb->max_files) * 8; /* and its index */
 	if (sb->ranges_off % TDAX_CACHELINE ||
 	    !table_fits(sb->ranges_off, sb->max_ranges, sb->range_entry_size, files_end, cap))
 		return bad_field(path, "ranges_off", sb->ranges_off, "the range table must be "
-			"aligned, after the file table and inside the capacity", err);
+			"aligned, after the file table and its index, and inside the capacity", err);
 	uint64_t ranges_end = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;
 	if (sb->segs_off % TDAX_CACHELINE ||
 	    !table_fits(sb->segs_off, sb->nsegs, sb->seg_size, ranges_end, cap))

@@ -77,6 +77,8 @@ struct tdax_device {
 	struct tdax_state *st;
 	_Atomic uint64_t *seq;
 	_Atomic uint32_t *reglock;
+	_Atomic uint64_t *index_epoch; /* files.c: odd while the index is rebuilt */
+	_Atomic uint32_t *index_used;  /* files.c: index slots not empty (live or dead) */
 	pmem2_flush_fn flush;
 	pmem2_drain_fn drain;
 	pmem2_memcpy_fn memcpy;

@@ -73,8 +73,128 @@ static bool entry_is(const struct tdax_file *f, const struct tdax_ident *id)
 	       tdax_ident_same(&e, id) && tdax_file_valid(f);
 }
 
-static int find_locked(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
-		       uint32_t *gen, int64_t *free_slot)
+/*
+ * The index: the file table by inode number, in the region after the table
+ * (layout.h), so that finding a file costs a few probes and not a look at
+ * every entry. Open addressing; a slot is (entry index + 1) << 32 | a tag
+ * of the inode number, 0 when empty, DEAD when its entry was freed.
+ *
+ * Derived data, kept true in an order that makes it safe without a lock:
+ * a file's slot is written before its entry becomes active and made dead
+ * only after the entry is free, so every active entry has its slot from the
+ * moment anyone can find it. Only the registration lock's holder writes
+ * slots. A rebuild (when dead slots pile up) moves slots: the epoch is odd
+ * while it runs, and a search that overlapped one searches the table
+ * itself. A slot is a hint: every hit is checked against its entry.
+ */
+#define DEAD (0xFFFFFFFFull << 32)
+
+static _Atomic uint64_t *index_at(const struct tdax_device *dev)
+{
+	return (_Atomic uint64_t *)(dev->base + dev->sb->files_off +
+				    (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE);
+}
+
+static uint32_t ino_tag(uint64_t ino)
+{
+	return (uint32_t)(ino ^ ino >> 32);
+}
+
+static uint32_t ino_slot(uint64_t ino, uint32_t slots)
+{
+	return (uint32_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (slots - 1);
+}
+
+/* Entries the index names for inode ino, in probe order: *pos is where to
+ * go on (start with 0). Returns an entry index or -1 at the end. */
+static int64_t index_next(const struct tdax_device *dev, uint64_t ino, uint32_t *pos)
+{
+	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
+	_Atomic uint64_t *ix = index_at(dev);
+	for (; *pos < slots; (*pos)++) {
+		uint64_t v = atomic_load_explicit(&ix[(h + *pos) & (slots - 1)], memory_order_acquire);
+		if (v == 0)
+			break;
+		uint32_t plus1 = (uint32_t)(v >> 32);
+		if (v == DEAD || (uint32_t)v != ino_tag(ino) || plus1 == 0 || plus1 > dev->sb->max_files)
+			continue;
+		(*pos)++;
+		return plus1 - 1;
+	}
+	*pos = slots;
+	return -1;
+}
+
+/* Under the lock: put entry idx (inode ino) in the index. */
+static void index_put(struct tdax_device *dev, uint32_t idx, uint64_t ino)
+{
+	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
+	_Atomic uint64_t *ix = index_at(dev);
+	for (uint32_t p = 0; p < slots; p++) {
+		_Atomic uint64_t *s = &ix[(h + p) & (slots - 1)];
+		uint64_t v = atomic_load(s);
+		if (v != 0 && v != DEAD)
+			continue;
+		if (v == 0)
+			atomic_fetch_add(dev->index_used, 1);
+		atomic_store_explicit(s, (uint64_t)(idx + 1) << 32 | ino_tag(ino), memory_order_release);
+		tdax_persist(dev, (const void *)s, sizeof(*s));
+		return;
+	}
+	/* Full of dead slots: cannot happen, the lock's holder rebuilds first
+	 * (index_room); the entry is then found by the search of the table. */
+	atomic_store(dev->index_epoch, atomic_load(dev->index_epoch) | 1);
+}
+
+/* Under the lock: entry idx (inode ino) is free now. */
+static void index_drop(struct tdax_device *dev, uint32_t idx, uint64_t ino)
+{
+	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
+	_Atomic uint64_t *ix = index_at(dev);
+	for (uint32_t p = 0; p < slots; p++) {
+		_Atomic uint64_t *s = &ix[(h + p) & (slots - 1)];
+		uint64_t v = atomic_load(s);
+		if (v == 0)
+			return;
+		if ((uint32_t)(v >> 32) == idx + 1 && v != DEAD) {
+			atomic_store(s, DEAD);
+			tdax_persist(dev, (const void *)s, sizeof(*s));
+		}
+	}
+}
+
+/* Under the lock: the index anew from the table, if it needs it (dead
+ * slots over a quarter, or a rebuild cut short: the epoch is odd). */
+static void index_room(struct tdax_device *dev)
+{
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
+	uint64_t epoch = atomic_load(dev->index_epoch);
+	if (!(epoch & 1) && atomic_load(dev->index_used) <= slots / 2 + slots / 4)
+		return;
+	atomic_store(dev->index_epoch, epoch | 1);
+	tdax_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
+	_Atomic uint64_t *ix = index_at(dev);
+	memset((void *)ix, 0, (size_t)slots * 8);
+	atomic_store(dev->index_used, 0);
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (atomic_load(&f->state) == TDAX_FILE_ACTIVE)
+			index_put(dev, i, f->ino);
+	}
+	tdax_persist(dev, (const void *)ix, (size_t)slots * 8);
+	atomic_store(dev->index_epoch, (epoch | 1) + 1);
+	tdax_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
+}
+
+static void reg_lock(struct tdax_device *dev)
+{
+	tdax_pidlock_acquire(dev->reglock);
+	index_room(dev); /* a holder that died may have left a rebuild half done */
+}
+
+/* The entry of identity id by a look at every entry: the index's fallback. */
+static int find_in_table(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
+			 uint32_t *gen)
 {
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
 		struct tdax_file *f = tdax_file_at(dev, i);
@@ -83,8 +203,6 @@ static int find_locked(struct tdax_device *dev, const struct tdax_ident *id, uin
 			*gen = f->gen;
 			return 0;
 		}
-		if (free_slot && *free_slot < 0 && atomic_load(&f->state) != TDAX_FILE_ACTIVE)
-			*free_slot = i;
 	}
 	return -1;
 }
@@ -92,7 +210,35 @@ static int find_locked(struct tdax_device *dev, const struct tdax_ident *id, uin
 int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
 		    uint32_t *gen)
 {
-	return find_locked(dev, id, idx, gen, NULL);
+	uint64_t epoch = atomic_load(dev->index_epoch);
+	if (!(epoch & 1)) {
+		uint32_t pos = 0;
+		for (int64_t i; (i = index_next(dev, id->ino, &pos)) >= 0;) {
+			struct tdax_file *f = tdax_file_at(dev, (uint32_t)i);
+			if (entry_is(f, id)) {
+				*idx = (uint32_t)i;
+				*gen = f->gen;
+				return 0;
+			}
+		}
+		if (atomic_load(dev->index_epoch) == epoch)
+			return -1;
+	}
+	return find_in_table(dev, id, idx, gen); /* a rebuild ran: the index was in motion */
+}
+
+bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino)
+{
+	uint64_t epoch = atomic_load(dev->index_epoch);
+	if (epoch & 1)
+		return true;
+	uint32_t pos = 0;
+	for (int64_t i; (i = index_next(dev, ino, &pos)) >= 0;) {
+		const struct tdax_file *f = tdax_file_at(dev, (uint32_t)i);
+		if (f->ino == ino && atomic_load(&f->state) == TDAX_FILE_ACTIVE)
+			return true;
+	}
+	return atomic_load(dev->index_epoch) != epoch;
 }
 
 /* Set path and identity checksum of an entry and persist it. */
@@ -114,7 +260,7 @@ int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const
 	if (path[0] != '/' || strlen(path) >= TDAX_FILE_PATH_MAX)
 		return -1;
 	struct tdax_file *f = tdax_file_at(dev, idx);
-	tdax_pidlock_acquire(dev->reglock);
+	reg_lock(dev);
 	int rc = -1;
 	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE) {
 		/* Invalid while the path changes: recovery skips it, and it has
@@ -130,15 +276,53 @@ int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const
 	return rc;
 }
 
+/* Under the lock: entry f (index idx) is free; then its slot goes. The
+ * generation moves on at once: a process still holding the entry sees
+ * that it is not current (its records would be nobody's). */
+static void free_entry(struct tdax_device *dev, struct tdax_file *f, uint32_t idx)
+{
+	atomic_store(&f->state, TDAX_FILE_FREE);
+	f->gen++;
+	tdax_persist(dev, f, TDAX_CACHELINE);
+	index_drop(dev, idx, f->ino);
+}
+
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);
-	tdax_pidlock_acquire(dev->reglock);
-	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE) {
-		atomic_store(&f->state, TDAX_FILE_FREE);
-		tdax_persist(dev, f, TDAX_CACHELINE);
-	}
+	reg_lock(dev);
+	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE)
+		free_entry(dev, f, idx);
 	tdax_pidlock_release(dev->reglock);
+}
+
+/* Nothing in the entry anyone still needs: no records, no failed sync to
+ * report or repair, no writer tdax cannot see, no write on its way. What
+ * the policy learned of the file is lost with it. */
+static bool idle(const struct tdax_file_rt *rt)
+{
+	return !atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite) &&
+	       !atomic_load(&rt->wb_error) && !atomic_load(&rt->unmanaged) &&
+	       !atomic_load(&rt->inflight) &&
+	       atomic_load(&rt->cold_started) == atomic_load(&rt->cold_done);
+}
+
+bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen)
+{
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	if (f->gen != gen || atomic_load(&f->rt.last_sync_ns) || !idle(&f->rt))
+		return false;
+	/* Never waits: this runs in close(), maybe in a signal handler that
+	 * interrupted this very thread's registration. */
+	if (!tdax_pidlock_try(dev->reglock))
+		return false;
+	index_room(dev);
+	bool done = f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE &&
+		    !atomic_load(&f->rt.last_sync_ns) && idle(&f->rt);
+	if (done)
+		free_entry(dev, f, idx);
+	tdax_pidlock_release(dev->reglock);
+	return done;
 }
 
 /* Is the file of entry f still at its path? Raw system calls: under the
@@ -155,24 +339,54 @@ static bool still_there(const struct tdax_file *f)
 }
 
 /*
- * The table is full: free the entries of files that are gone -- removed or
- * replaced by a program without tdax -- and have no records waiting. A
- * process that still has such a file open sees the generation change and
- * syncs it through the kernel. Returns a free slot, or -1.
+ * Under the lock, the table full: make room. First the entries that have
+ * been idle longest (no sync for a second or more), up to an eighth of the
+ * table, so that the next registrations find room at once; a process that
+ * still has such a file open finds the generation changed and syncs it
+ * through the kernel. Failing those, the entries of files that are gone --
+ * removed or replaced by a program without tdax -- and have no records
+ * waiting. Returns a free slot, or -1.
  */
-static int64_t reclaim_gone(struct tdax_device *dev)
+static int64_t make_room(struct tdax_device *dev)
 {
+	uint64_t now = tdax_now_ns();
+	uint32_t n = dev->sb->max_files, want = n / 8 ? n / 8 : 1, freed = 0;
 	int64_t slot = -1;
-	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+	for (uint32_t i = 0; i < n && freed < want; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		uint64_t last = atomic_load(&f->rt.last_sync_ns);
+		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || !idle(&f->rt) ||
+		    (last && now - last < 1000000000ull))
+			continue;
+		free_entry(dev, f, i);
+		freed++;
+		slot = slot < 0 ? i : slot;
+	}
+	for (uint32_t i = 0; i < n && slot < 0; i++) {
 		struct tdax_file *f = tdax_file_at(dev, i);
 		if (!tdax_file_valid(f) || atomic_load(&f->rt.first_log_ns) ||
 		    atomic_load(&f->rt.rewrite) || still_there(f))
 			continue;
-		atomic_store(&f->state, TDAX_FILE_FREE);
-		tdax_persist(dev, f, TDAX_CACHELINE);
-		slot = slot < 0 ? i : slot;
+		free_entry(dev, f, i);
+		slot = i;
 	}
 	return slot;
+}
+
+/* Under the lock: a free entry, looked for from where the last one was
+ * found (entries are taken and freed in turn, so that is usually close). */
+static int64_t free_slot(struct tdax_device *dev)
+{
+	static _Atomic uint32_t from;
+	uint32_t n = dev->sb->max_files, start = atomic_load(&from) % n;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = (start + k) % n;
+		if (atomic_load(&tdax_file_at(dev, i)->state) != TDAX_FILE_ACTIVE) {
+			atomic_store(&from, i + 1);
+			return i;
+		}
+	}
+	return make_room(dev);
 }
 
 int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint32_t *idx,
@@ -191,21 +405,19 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 
 	/* One registrar at a time across all processes, so that a file never
 	 * gets two entries. Registration happens at open, not per write. */
-	tdax_pidlock_acquire(dev->reglock);
-	int64_t free_slot = -1;
+	reg_lock(dev);
 	*created = false;
-	if (find_locked(dev, &id, idx, gen, &free_slot) == 0) {
+	if (tdax_files_find(dev, &id, idx, gen) == 0) {
 		tdax_pidlock_release(dev->reglock);
 		return 0;
 	}
-	if (free_slot < 0)
-		free_slot = reclaim_gone(dev);
-	if (free_slot < 0) {
+	int64_t slot = free_slot(dev);
+	if (slot < 0) {
 		tdax_pidlock_release(dev->reglock);
-		return tdax_errf(err, "%s: the device's file table is full (%u files); tdax leaves "
-			"this file to the kernel", path, dev->sb->max_files);
+		return tdax_errf(err, "%s: the device's file table is full (%u files with records "
+			"or in use); tdax leaves this file to the kernel", path, dev->sb->max_files);
 	}
-	struct tdax_file *f = tdax_file_at(dev, (uint32_t)free_slot);
+	struct tdax_file *f = tdax_file_at(dev, (uint32_t)slot);
 	atomic_store(&f->state, TDAX_FILE_CLAIMING);
 	tdax_persist(dev, f, TDAX_CACHELINE);
 	f->gen++;
@@ -218,9 +430,10 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	atomic_store(&f->released_seq, 0);
 	memset(f->rt_space, 0, sizeof(f->rt_space));
 	set_path(dev, f, path);
+	index_put(dev, (uint32_t)slot, id.ino); /* findable before it is active */
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
 	tdax_persist(dev, f, TDAX_CACHELINE);
-	*idx = (uint32_t)free_slot;
+	*idx = (uint32_t)slot;
 	*gen = f->gen;
 	*created = true;
 	tdax_pidlock_release(dev->reglock);
@@ -248,7 +461,7 @@ static const char *below(const char *path, const char *dir)
 int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange)
 {
 	int moved = 0;
-	tdax_pidlock_acquire(dev->reglock);
+	reg_lock(dev);
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
 		struct tdax_file *f = tdax_file_at(dev, i);
 		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
@@ -274,7 +487,8 @@ int tdax_files_move_below(struct tdax_device *dev, const char *from, const char 
 
 void tdax_files_format(struct tdax_device *dev)
 {
-	uint64_t n = (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE;
+	uint64_t n = (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE +
+		     (uint64_t)tdax_index_slots(dev->sb->max_files) * 8; /* and the index: empty */
 	memset(tdax_file_at(dev, 0), 0, n);
 	tdax_persist(dev, tdax_file_at(dev, 0), n);
 }

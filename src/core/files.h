@@ -4,7 +4,8 @@
  * uid/gid of the process that registered it, and the sequence number up to
  * which the file's log records are released (really synced). Recovery
  * trusts an entry only when its checksum holds and opens the file only when
- * its identity still matches.
+ * its identity still matches. An index by inode number after the table
+ * (files.c) finds an entry in a few probes.
  */
 #ifndef TDAX_FILES_H
 #define TDAX_FILES_H
@@ -82,8 +83,8 @@ static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint
 				    (uint64_t)idx * TDAX_FILE_ENTRY_SIZE);
 }
 
-/* Format the file table of a new region (core/format.c): every entry free.
- * Persistent on return. */
+/* Format the file table of a new region (core/format.c): every entry free,
+ * the index empty. Persistent on return. */
 void tdax_files_format(struct tdax_device *dev);
 
 /* The identity of an open file: file system id (f_fsid, else the device
@@ -106,9 +107,20 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 /* An entry recovery may trust: active, checksum good. */
 bool tdax_file_valid(const struct tdax_file *f);
 
-/* Look up a registered file by identity: 0 with *idx and *gen set if found. */
+/* Look up a registered file by identity: 0 with *idx and *gen set if found.
+ * No lock: a few probes of the index. */
 int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
 		    uint32_t *gen);
+
+/* Could a file with inode number ino be registered? False means it is not
+ * (what a stat() tells is enough to skip a file); true, that it may be. */
+bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
+
+/* The last descriptor of (idx, gen) in a process was closed: free the
+ * entry if the file never had a sync and the entry holds nothing anyone
+ * needs (records, an error, a writer tdax cannot see). True if it was
+ * freed. Never waits for the registration lock. */
+bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
 /* The file was renamed: record its new absolute path (its records must have
  * been released before, so none refers to the old one). */

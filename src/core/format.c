@@ -35,7 +35,8 @@ static void set_super(struct tdax_super *sb, const struct tdax_create_opts *o, u
 	sb->files_off = TDAX_HEADER_SIZE;
 	sb->max_files = TDAX_DEFAULT_MAX_FILES;
 	sb->file_entry_size = TDAX_FILE_ENTRY_SIZE;
-	sb->ranges_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size;
+	sb->ranges_off = sb->files_off + (uint64_t)sb->max_files * sb->file_entry_size +
+			 (uint64_t)tdax_index_slots(sb->max_files) * 8;
 	sb->max_ranges = TDAX_DEFAULT_MAX_RANGES;
 	sb->range_entry_size = TDAX_RANGE_ENTRY_SIZE;
 	sb->segs_off = sb->ranges_off + (uint64_t)sb->max_ranges * sb->range_entry_size;

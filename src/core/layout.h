@@ -12,11 +12,13 @@
  *   0             struct tdax_super: immutable geometry, checksummed
  *   256           struct tdax_state: boot id of last use, clean flag
  *   512           the device-wide sequence counter (own cache line)
- *   576           the registration lock word (own cache line)
+ *   576           the registration lock word, the file index's epoch and
+ *                 use count (own cache line)
  *   1024          device-wide counters (stats.h)
  *   2048          tunables of the policy (control.h)
  *   4096          end of the header
- *   files_off     file identity table (files.h), max_files entries
+ *   files_off     file identity table (files.h), max_files entries, then
+ *                 its index by inode (tdax_index_slots(max_files) words)
  *   ranges_off    tracked file ranges (ranges.h), max_ranges entries
  *   segs_off      write log segments (log.h), nsegs * seg_size bytes
  * (files_off, ranges_off and segs_off are in the super-block; a new region
@@ -26,7 +28,7 @@
 #define TDAX_LAYOUT_H
 
 #define TDAX_MAGIC "TDAXREGN"      /* first 8 bytes of the super-block, written last */
-#define TDAX_LAYOUT_VERSION 1
+#define TDAX_LAYOUT_VERSION 2
 #define TDAX_CACHELINE 64
 
 /* The header: fixed offsets from the start of the region. */
@@ -34,6 +36,8 @@
 #define TDAX_STATE_OFF 256
 #define TDAX_SEQ_OFF 512
 #define TDAX_REGLOCK_OFF 576
+#define TDAX_INDEX_EPOCH_OFF 584 /* in the registration lock's line: the lock's holder writes both */
+#define TDAX_INDEX_USED_OFF 592
 #define TDAX_STATS_OFF 1024
 #define TDAX_TUNABLES_OFF 2048
 #define TDAX_HEADER_SIZE 4096
@@ -46,6 +50,16 @@
 #define TDAX_SEG_SLOTS 12          /* files with records in one segment, log.h */
 #define TDAX_REC_MAGIC 0x52584454u /* "TDXR", first word of a record, log.h */
 #define TDAX_FILE_PATH_MAX 768     /* path bytes in a file entry, files.h */
+
+/* The file table's index: slots of 8 bytes, a power of two at least
+ * twice the table (so that a probe finds a free slot soon). */
+static inline uint32_t tdax_index_slots(uint32_t max_files)
+{
+	uint32_t n = 64;
+	while (n < 2 * (uint64_t)max_files)
+		n *= 2;
+	return n;
+}
 
 /* The geometry of a new region. */
 #define TDAX_DEFAULT_CAPACITY (256ull << 20)

@@ -124,6 +124,12 @@ int tdax_checkpoint_file(uint32_t idx)
 int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
 {
 	*plus1 = 0;
+	/* Most paths name no registered file, and one stat() says so: the
+	 * index knows every inode number the table has (files.h). */
+	struct stat st;
+	if (fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
+		return 0;
 	/* A regular file only (opening anything else can have side effects),
 	 * and its whole identity: an O_PATH descriptor has no inode generation,
 	 * and without it a new file on a reused inode number passes for the
@@ -131,7 +137,6 @@ int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plu
 	int p = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (p < 0)
 		return 0;
-	struct stat st;
 	char self[TDAX_PROC_FD_NAME];
 	tdax_proc_fd_name(p, self);
 	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)

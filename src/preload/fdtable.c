@@ -38,10 +38,28 @@ void tdax_fd_forget(int fd)
 	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
 		return;
 	struct tdax_fd *e = &tdax_fds[fd];
-	if (e->file_plus1 && e->twin_plus1)
+	uint32_t plus1 = e->file_plus1;
+	if (!plus1)
+		return;
+	if (e->twin_plus1)
 		tdax_twin_unref(e->twin_plus1);
 	e->file_plus1 = 0;
 	e->twin_plus1 = 0;
+	tdax_fd_unhold(plus1 - 1, e->gen);
+}
+
+void tdax_fd_hold(uint32_t idx)
+{
+	atomic_fetch_add(&tdax_rt.opens[idx], 1);
+}
+
+void tdax_fd_unhold(uint32_t idx, uint32_t gen)
+{
+	/* The process's last hold of the file: its entry can go if there is
+	 * nothing in it to keep (files.h), so that a device serves any
+	 * number of files over time, not the first max_files. */
+	if (atomic_fetch_sub(&tdax_rt.opens[idx], 1) == 1 && tdax_rt.dev)
+		tdax_files_let_go(tdax_rt.dev, idx, gen);
 }
 
 void tdax_fd_forget_range(unsigned first, unsigned last)

@@ -58,6 +58,12 @@ int tdax_fdtable_init(void);
 
 /* The number fd no longer names what the entry says (closed, reused). */
 void tdax_fd_forget(int fd);
+/* The process holds file entry idx once more (a descriptor, or a moment's
+ * hold while a descriptor is managed again); unhold lets the entry go at
+ * the last hold if it keeps nothing (tdax_files_let_go). */
+void tdax_fd_hold(uint32_t idx);
+void tdax_fd_unhold(uint32_t idx, uint32_t gen);
+
 /* Numbers first..last (inclusive) are closed. */
 void tdax_fd_forget_range(unsigned first, unsigned last);
 

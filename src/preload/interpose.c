@@ -133,13 +133,31 @@ EXPORT int creat64(const char *path, mode_t mode)
 
 /* ---- write ----------------------------------------------------------- */
 
+/*
+ * A write through a managed descriptor, in the file's mode. If the file's
+ * entry was let go meanwhile (another process closed the file, files.h),
+ * the descriptor is managed again before the write returns: the bytes must
+ * count in whatever entry the file has by the time anyone syncs it.
+ */
+static ssize_t managed_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n,
+			     off_t off, int flags)
+{
+	ssize_t r = tdax_mode_of(e)->write(fd, e, iov, n, off, flags);
+	if (__builtin_expect(!tdax_manage_current(e), 0)) {
+		int err = errno;
+		tdax_manage_again(fd);
+		errno = err;
+	}
+	return r;
+}
+
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
 	struct iovec iov = { (void *)buf, n };
-	return tdax_mode_of(e)->write(fd, e, &iov, 1, -1, 0);
+	return managed_write(fd, e, &iov, 1, -1, 0);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -147,7 +165,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
-	return tdax_mode_of(e)->write(fd, e, iov, n, -1, 0);
+	return managed_write(fd, e, iov, n, -1, 0);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
@@ -156,7 +174,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
 	struct iovec iov = { (void *)buf, n };
-	return tdax_mode_of(e)->write(fd, e, &iov, 1, off, 0);
+	return managed_write(fd, e, &iov, 1, off, 0);
 }
 
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
@@ -169,7 +187,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
-	return tdax_mode_of(e)->write(fd, e, iov, n, off, 0);
+	return managed_write(fd, e, iov, n, off, 0);
 }
 
 EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
@@ -182,7 +200,7 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int f
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
-	return tdax_mode_of(e)->write(fd, e, iov, n, off, flags);
+	return managed_write(fd, e, iov, n, off, flags);
 }
 
 EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
@@ -207,15 +225,26 @@ EXPORT off_t lseek64(int fd, off_t off, int whence)
 
 /* ---- sync ------------------------------------------------------------ */
 
+/* A sync through a descriptor whose entry was let go (files.h) registers
+ * the file again first; the sync is then a real one. */
+static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
+{
+	if (e && __builtin_expect(!tdax_manage_current(e), 0)) {
+		tdax_manage_again(fd);
+		e = tdax_fd_get(fd);
+	}
+	return e;
+}
+
 EXPORT int fsync(int fd)
 {
-	const struct tdax_fd *e = managed(fd);
+	const struct tdax_fd *e = current(fd, managed(fd));
 	return e ? tdax_mode_of(e)->sync(fd, e, false) : TDAX_REAL(fsync)(fd);
 }
 
 EXPORT int fdatasync(int fd)
 {
-	const struct tdax_fd *e = managed(fd);
+	const struct tdax_fd *e = current(fd, managed(fd));
 	return e ? tdax_mode_of(e)->sync(fd, e, true) : TDAX_REAL(fdatasync)(fd);
 }
 

@@ -44,6 +44,7 @@ void tdax_manage_dup(int from, int to)
 		return;
 	if (e->twin_plus1)
 		tdax_twin_ref(e->twin_plus1);
+	tdax_fd_hold(e->file_plus1 - 1);
 	tdax_fds[to] = *e;
 }
 
@@ -91,27 +92,55 @@ static uint64_t position(int fd)
 	return pos < 0 ? 0 : (uint64_t)pos;
 }
 
-void tdax_manage(int fd, const char *path_or_null, int flags)
+/* Register the file open as fd (path_or_null names it in warnings): 0
+ * with *idx, *gen, *created, or -1 (the file stays with the kernel). */
+static int register_fd(int fd, const char *path_or_null, uint32_t *idx, uint32_t *gen, bool *created)
 {
-	if (fd < 0 || fd >= TDAX_MAX_FDS)
-		return;
-	tdax_fd_forget(fd); /* whatever the number was before, it is this now */
-	struct stat st;
-	if (!qualifies(fd, flags, &st))
-		return;
 	/* The path recovery will use: absolute and canonical. */
 	char path[TDAX_FILE_PATH_MAX + 1];
 	if (tdax_fd_path(fd, path, sizeof(path)) < 0) {
 		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : "(a descriptor /proc cannot name)");
-		return;
+		return -1;
 	}
+	struct tdax_err e;
+	if (tdax_files_register(tdax_rt.dev, fd, path, idx, gen, created, &e) != 0) {
+		tdax_fallback(TDAX_FB_UNREGISTERED, path);
+		return -1;
+	}
+	if (tdax_tracing && tdax_rt.named[*idx] != *gen) {
+		tdax_rt.named[*idx] = *gen;
+		tdax_trace_name(*idx, path);
+	}
+	return 0;
+}
+
+static void manage_fresh(int fd, const char *path_or_null, int flags);
+
+void tdax_manage(int fd, const char *path_or_null, int flags)
+{
+	if (fd < 0 || fd >= TDAX_MAX_FDS)
+		return;
+	/* Whatever the number was before, it is this now. If it was this file
+	 * already (adopted when the process attached on this very open), the
+	 * entry is held meanwhile: forgetting must not let it go. */
+	const struct tdax_fd *was = tdax_fd_get(fd);
+	uint32_t held = was ? was->file_plus1 : 0, held_gen = was ? was->gen : 0;
+	if (held)
+		tdax_fd_hold(held - 1);
+	tdax_fd_forget(fd);
+	manage_fresh(fd, path_or_null, flags);
+	if (held)
+		tdax_fd_unhold(held - 1, held_gen);
+}
+
+/* tdax_manage of a number that has no entry now. */
+static void manage_fresh(int fd, const char *path_or_null, int flags)
+{
+	struct stat st;
 	uint32_t idx, gen;
 	bool created;
-	struct tdax_err e;
-	if (tdax_files_register(tdax_rt.dev, fd, path, &idx, &gen, &created, &e) != 0) {
-		tdax_fallback(TDAX_FB_UNREGISTERED, path);
+	if (!qualifies(fd, flags, &st) || register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
 		return;
-	}
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
 	if (created || seen != (uint64_t)st.st_size) {
@@ -119,17 +148,13 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
 		atomic_fetch_add(&rt->uncovered, 1);
 	}
-	if (tdax_tracing) {
-		if (!tdax_rt.named[idx]) {
-			tdax_rt.named[idx] = 1;
-			tdax_trace_name(idx, path);
-		}
+	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
-	}
 	if (flags & (O_CREAT | O_TRUNC))
 		tdax_coherent_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
 	if (tdax_rt.blind)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
+	tdax_fd_hold(idx);
 	uint32_t sync = (flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0;
 	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
 	tdax_fds[fd] = (struct tdax_fd){
@@ -141,6 +166,34 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 		.dev = st.st_dev, .ino = st.st_ino,
 		.pos = path_or_null ? 0 : position(fd),
 	};
+}
+
+/*
+ * The entry was let go under the descriptor (another process closed the
+ * file, files.h; or room was made in a full table): register the file
+ * again, in place -- other threads may be using the entry, which never
+ * reads as unmanaged on the way -- and make the next sync real, since
+ * what this descriptor wrote since counted in no entry. Nothing to
+ * register: the descriptor goes to the kernel.
+ */
+void tdax_manage_again(int fd)
+{
+	uint32_t idx, gen;
+	bool created;
+	struct tdax_fd *e = &tdax_fds[fd];
+	uint32_t old = e->file_plus1;
+	if (!old)
+		return;
+	if (register_fd(fd, NULL, &idx, &gen, &created) != 0) {
+		tdax_fd_forget(fd);
+		return;
+	}
+	tdax_fd_hold(idx);
+	uint32_t old_gen = e->gen;
+	__atomic_store_n(&e->gen, gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->file_plus1, idx + 1, __ATOMIC_RELEASE);
+	tdax_fd_unhold(old - 1, old_gen);
+	tdax_mode_of(e)->changed(fd, e, TDAX_FB_METADATA);
 }
 
 void tdax_manage_stdio(int fd)

@@ -10,6 +10,9 @@
 
 #include <stdbool.h>
 
+#include "preload/fdtable.h"
+#include "preload/state.h"
+
 /* Does fd (open with these flags) qualify? No device needed: it is what
  * makes a process attach (start.h). */
 bool tdax_manage_wants(int fd, int flags);
@@ -22,6 +25,17 @@ bool tdax_manage_wants_path(int dirfd, const char *path, bool follow);
  * manage it if it qualifies. Forgets whatever entry the number had before,
  * managed or not. path_or_null names it in warnings. */
 void tdax_manage(int fd, const char *path_or_null, int flags);
+
+/* Is e's file entry still the one it was made for? (Not when the entry
+ * was let go: tdax_files_let_go.) One load of the entry. */
+static inline bool tdax_manage_current(const struct tdax_fd *e)
+{
+	return tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->gen == e->gen;
+}
+
+/* fd's entry is not current: register its file again (or give fd to the
+ * kernel), and make the next sync real. */
+void tdax_manage_again(int fd);
 
 /* to is now a duplicate of from (dup, dup2, F_DUPFD): it shares from's
  * entry. A number beyond the table makes the file kernel-only (writes

@@ -38,6 +38,12 @@ static void moved_to(uint32_t plus1, uint32_t gen, int dirfd, const char *path)
 	tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
 }
 
+static int real_rename(int olddir, const char *oldpath, int newdir, const char *newpath, unsigned flags)
+{
+	return flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
+		     : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
+}
+
 /*
  * Before a rename replaces newpath and moves oldpath: checkpoint both (and
  * with RENAME_EXCHANGE, both move). After it, record where each registered
@@ -53,17 +59,21 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	tdax_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen);
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
-	if (!abs_path(olddir, oldpath, old_abs, &old_dir))
-		return flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
-			     : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath); /* its error */
+	/* The paths matter only for a directory (registered files below it
+	 * move along), an exchange, or the test build's durable views: a
+	 * plain file's rename costs one stat() more than the kernel's. */
+	struct stat st;
+	bool paths = exchange || tdax_shadow_on() || fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		     S_ISDIR(st.st_mode);
+	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir))
+		return real_rename(olddir, oldpath, newdir, newpath, flags); /* its error */
 	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
 		new_dir = false;
 	if (old_dir)
 		tdax_checkpoint_below(old_abs);
 	if (new_dir)
 		tdax_checkpoint_below(new_abs);
-	int r = flags ? TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags)
-		      : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
+	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
 	if (r == 0) {
 		/* The file rename replaced may live on through a descriptor: it
@@ -76,7 +86,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 			moved_to(new_plus1, new_gen, olddir, oldpath);
 		char now[TDAX_FILE_PATH_MAX + 1];
 		bool dir;
-		if ((old_dir || new_dir || tdax_shadow_on()) && abs_path(newdir, newpath, now, &dir)) {
+		if (paths && (old_dir || new_dir || tdax_shadow_on()) && abs_path(newdir, newpath, now, &dir)) {
 			if (old_dir || new_dir)
 				tdax_files_move_below(tdax_rt.dev, old_abs, now, new_dir);
 			tdax_shadow_renamed(old_abs, now, exchange);

@@ -142,8 +142,10 @@ static void attach_now(void)
 		return;
 	}
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
-	tdax_rt.named = calloc(dev->sb->max_files, 1);
-	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || bring_up_to_date(dev) != 0) {
+	tdax_rt.named = calloc(dev->sb->max_files, sizeof(*tdax_rt.named));
+	tdax_rt.opens = calloc(dev->sb->max_files, sizeof(*tdax_rt.opens));
+	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || !tdax_rt.opens ||
+	    bring_up_to_date(dev) != 0) {
 		tdax_device_close(dev);
 		return;
 	}

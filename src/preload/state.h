@@ -36,7 +36,8 @@ struct tdax_runtime {
 	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
 	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
 	uint8_t *touched;            /* per file entry: this process logged to it */
-	uint8_t *named;              /* per file entry: its path is in the trace */
+	uint32_t *named;             /* per file entry: the generation whose path is in the trace */
+	_Atomic uint32_t *opens;     /* per file entry: this process's descriptors on it */
 	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
 	uint64_t flushed[TDAX_ST_COUNT];         /* the part already added to the device */
 	_Atomic uint32_t warned;     /* bit per fallback reason already reported */

@@ -33,8 +33,9 @@ TEST(create_then_open_reports_geometry_and_state)
 	CHECK(dev);
 	CHECK(memcmp(dev->sb->magic, TDAX_MAGIC, 8) == 0);
 	CHECK(dev->sb->capacity == 16 << 20);
-	/* header, file table (1 MiB), range table (2 MiB), then segments */
-	CHECK(dev->sb->segs_off == 4096 + (1u << 20) + (2u << 20));
+	/* header, file table (1 MiB) and its index (2048 slots of 8 bytes),
+	 * range table (2 MiB), then segments */
+	CHECK(dev->sb->segs_off == 4096 + (1u << 20) + 2048 * 8 + (2u << 20));
 	CHECK(dev->sb->nsegs == ((16u << 20) - dev->sb->segs_off) / (1u << 20));
 	CHECK(dev->backend == TDAX_BACKEND_EMULATED);
 	CHECK(dev->st->clean == TDAX_STATE_CLEAN);

@@ -1,0 +1,184 @@
+/*
+ * test_files -- the file table and its index by inode (core/files.h):
+ * lookups through the index, entries let go and reused, a full table that
+ * makes room, and an index that needs rebuilding (dead slots piled up, or
+ * a rebuild cut short).
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "core/files.h"
+#include "core/layout.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int open_file(const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+}
+
+/* Find the file open as fd: its entry index, or -1. */
+static int64_t find_fd(struct tdax_device *dev, int fd)
+{
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_ident_of_fd(fd, &id) != 0 || tdax_files_find(dev, &id, &idx, &gen) != 0)
+		return -1;
+	return idx;
+}
+
+static uint32_t active(struct tdax_device *dev)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++)
+		n += atomic_load(&tdax_file_at(dev, i)->state) == TDAX_FILE_ACTIVE;
+	return n;
+}
+
+TEST(every_registered_file_is_found_and_no_other)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t gen[300], idx[300];
+	for (int i = 0; i < 300; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "found-%d", i);
+		idx[i] = tdax_test_new_file(dev, name, &gen[i]);
+		CHECK(idx[i] != UINT32_MAX);
+	}
+	for (int i = 0; i < 300; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "found-%d", i);
+		int fd = open_file(name);
+		CHECK(fd >= 0 && find_fd(dev, fd) == idx[i]);
+		struct stat st;
+		CHECK(fstat(fd, &st) == 0 && tdax_files_may_have(dev, st.st_ino));
+		close(fd);
+	}
+	int other = open_file("not-registered");
+	CHECK(other >= 0 && find_fd(dev, other) == -1);
+	close(other);
+	tdax_device_close(dev);
+}
+
+TEST(an_idle_never_synced_entry_is_let_go_and_its_slot_reused)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t gen, idx = tdax_test_new_file(dev, "idle", &gen);
+	CHECK(idx != UINT32_MAX);
+	struct tdax_file *f = tdax_file_at(dev, idx);
+
+	/* Something to keep: records, a sync (the policy's history). */
+	atomic_store(&f->rt.first_log_ns, 1);
+	CHECK(!tdax_files_let_go(dev, idx, gen));
+	atomic_store(&f->rt.first_log_ns, 0);
+	atomic_store(&f->rt.unmanaged, 1);
+	CHECK(!tdax_files_let_go(dev, idx, gen));
+	atomic_store(&f->rt.unmanaged, 0);
+	atomic_store(&f->rt.last_sync_ns, 5);
+	CHECK(!tdax_files_let_go(dev, idx, gen));
+	atomic_store(&f->rt.last_sync_ns, 0);
+	CHECK(!tdax_files_let_go(dev, idx, gen + 1)); /* another generation: not ours */
+
+	CHECK(tdax_files_let_go(dev, idx, gen));
+	CHECK(atomic_load(&f->state) == TDAX_FILE_FREE);
+	int fd = open_file("idle");
+	CHECK(fd >= 0 && find_fd(dev, fd) == -1);
+	close(fd);
+	/* Registered again, it gets an entry anew. */
+	uint32_t gen2, idx2 = tdax_test_new_file(dev, "idle", &gen2);
+	CHECK(idx2 != UINT32_MAX && (idx2 != idx || gen2 != gen));
+	tdax_device_close(dev);
+}
+
+TEST(a_full_table_makes_room_from_entries_idle_longest)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t n = dev->sb->max_files, gen, keep = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "full-%u", i);
+		uint32_t idx = tdax_test_new_file(dev, name, &gen);
+		CHECK(idx != UINT32_MAX);
+		struct tdax_file_rt *rt = &tdax_file_at(dev, idx)->rt;
+		if (i % 2) /* half of them have records: they must stay */
+			atomic_store(&rt->first_log_ns, tdax_now_ns());
+		else /* the others were synced long ago */
+			atomic_store(&rt->last_sync_ns, 1);
+		keep += i % 2;
+	}
+	CHECK(active(dev) == n);
+	uint32_t idx = tdax_test_new_file(dev, "one-more", &gen);
+	CHECK(idx != UINT32_MAX);
+	/* An eighth of the table was freed at once, none with records. */
+	CHECK(active(dev) == n - n / 8 + 1);
+	uint32_t with_records = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct tdax_file *f = tdax_file_at(dev, i);
+		with_records += atomic_load(&f->state) == TDAX_FILE_ACTIVE && atomic_load(&f->rt.first_log_ns);
+	}
+	CHECK(with_records == keep);
+	tdax_device_close(dev);
+}
+
+TEST(dead_slots_are_cleared_by_a_rebuild_and_files_still_found)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t slots = tdax_index_slots(dev->sb->max_files), gen;
+	uint32_t kept = tdax_test_new_file(dev, "kept", &gen);
+	CHECK(kept != UINT32_MAX);
+	/* Far more registrations and releases than the index has slots. */
+	for (uint32_t i = 0; i < 2 * slots; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "churn-%u", i % 64);
+		uint32_t g, idx = tdax_test_new_file(dev, name, &g);
+		CHECK(idx != UINT32_MAX);
+		CHECK(tdax_files_let_go(dev, idx, g));
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), name);
+		unlink(path); /* a new inode next time */
+		CHECK(atomic_load(dev->index_used) <= slots / 2 + slots / 4 + 1);
+	}
+	int fd = open_file("kept");
+	CHECK(fd >= 0 && find_fd(dev, fd) == kept);
+	/* Past three quarters used, the next registrar rebuilds the index. */
+	uint64_t epoch = atomic_load(dev->index_epoch);
+	atomic_store(dev->index_used, slots);
+	CHECK(tdax_test_new_file(dev, "after-rebuild", &gen) != UINT32_MAX);
+	CHECK(atomic_load(dev->index_epoch) == epoch + 2);
+	CHECK(atomic_load(dev->index_used) == 2); /* "kept" and the new one */
+	CHECK(find_fd(dev, fd) == kept);
+	close(fd);
+	tdax_device_close(dev);
+}
+
+TEST(a_rebuild_cut_short_is_redone_and_lookups_search_the_table_meanwhile)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	uint32_t gen, idx = tdax_test_new_file(dev, "survivor", &gen);
+	CHECK(idx != UINT32_MAX);
+	/* A registrar died in the middle of a rebuild: the epoch is odd and
+	 * the index empty. The file is found all the same... */
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
+	atomic_store(dev->index_epoch, 7);
+	memset((char *)tdax_file_at(dev, 0) + (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE, 0,
+	       (size_t)slots * 8);
+	int fd = open_file("survivor");
+	CHECK(fd >= 0 && find_fd(dev, fd) == idx);
+	/* ...and the next registrar rebuilds, without giving it a second entry. */
+	uint32_t gen2, idx2 = tdax_test_new_file(dev, "survivor", &gen2);
+	CHECK(idx2 == idx && gen2 == gen);
+	CHECK(atomic_load(dev->index_epoch) == 8);
+	CHECK(find_fd(dev, fd) == idx);
+	close(fd);
+	tdax_device_close(dev);
+}

@@ -1,0 +1,81 @@
+"""Many files (issue 17): a file's entry in the device is let go when the
+last descriptor of it closes and it keeps nothing (no records, never
+synced), so a device serves any number of files over time; a process that
+still holds an entry another one let go registers the file again before its
+write returns, so a sync anybody makes afterwards is not fooled."""
+import os
+
+from conftest import TDAX_ENV, info, power_cut, run, started, tdax_run, TDAX
+
+SMALL_FILES = r"""
+import os, sys
+d = sys.argv[1]
+for i in range(1500):
+    fd = os.open(f"{d}/f{i}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"%05d" % i * 800)
+    os.close(fd)
+    os.rename(f"{d}/f{i}.tmp", f"{d}/f{i}")
+"""
+
+
+def test_more_files_than_the_table_holds_leave_no_entries(dev, diskdir):
+    assert info(dev)["max_files"] < 1500
+    p = tdax_run(dev, SMALL_FILES, diskdir, policy="thesis", env={"TDAX_QUIET": "0"})
+    assert "file table is full" not in p.stderr, p.stderr
+    after = info(dev)
+    assert after["files_registered"] == 0, "entries of closed files that kept nothing stayed"
+    assert after["counters"]["fallback_unregistered"] == 0
+    assert all((diskdir / f"f{i}").read_bytes() == b"%05d" % i * 800 for i in range(1500))
+
+
+HOLDER = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, b"P1" * 2048, 0)
+print("p1", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+os.pwrite(fd, b"P2" * 2048, 4096)
+print("p2", flush=True)
+time.sleep(60)
+"""
+
+SYNCER = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, b"Q1" * 2048, 8192); os.fsync(fd)
+print("q1", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+os.pwrite(fd, b"Q2" * 2048, 12288); os.fsync(fd)
+print("acked", flush=True)
+time.sleep(0.1)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_write_through_an_entry_let_go_counts_in_the_files_next_entry(dev, diskdir):
+    """P writes (never syncs); Q0 opens and closes the file, which lets P's
+    entry go; Q registers the file anew and syncs (logged, lightweight
+    once covered); P writes again, then Q writes and syncs. Q's sync must
+    make P's second write durable too: P's write has to count in Q's
+    entry, or Q's lightweight sync leaves it in the page cache only."""
+    path, go1, go2 = diskdir / "shared", diskdir / "go1", diskdir / "go2"
+    path.write_bytes(b"\0" * 16384)
+    with started(dev, HOLDER, path, go1, policy="thesis") as p:
+        assert p.stdout.readline().strip() == "p1"
+        tdax_run(dev, "import os, sys; os.close(os.open(sys.argv[1], os.O_RDWR))", path,
+                 policy="thesis")
+        assert info(dev)["files_registered"] == 0, "the entry was not let go: the test tests nothing"
+        with started(dev, SYNCER, path, go2, policy="always") as q:
+            assert q.stdout.readline().strip() == "q1"
+            go1.write_bytes(b"")
+            assert p.stdout.readline().strip() == "p2"
+            go2.write_bytes(b"")
+            assert q.stdout.readline().strip() == "acked", q.stderr.read()
+            q.wait(timeout=30)
+    expect = b"P1" * 2048 + b"P2" * 2048 + b"Q1" * 2048 + b"Q2" * 2048
+    assert path.read_bytes() == expect
+    rep = power_cut(dev, path)
+    assert rep["corrupt"] == 0
+    assert path.read_bytes() == expect, "a write acknowledged by another process's sync was lost"
