@@ -27,7 +27,7 @@ from .suites import SUITES
 
 NEEDS = {"redis": ["redis-server", "redis-benchmark"], "ycsb": ["redis-server"],
          "postgres": [str(env.PGBIN / "postgres"), str(env.PGBIN / "pgbench")],
-         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"]}
+         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"], "files": []}
 PACKAGES = {"redis": "redis-server redis-tools", "ycsb": "redis-server", "postgres": "postgresql",
             "rocksdb": "rocksdb-tools", "fio": "fio"}
 
@@ -99,7 +99,7 @@ def run_suite(suite, a, device, console):
     plan = []
     for rep in range(a.repeat):
         for c in cfgs:
-            for m in (["default"] + a.policies if c.sync else ["default"]):
+            for m in ["default"] + a.policies:  # sync-off configs too: the tax rows
                 plan.append((rep, c, m, None))
         for combo in combos:
             plan += [(rep, c, "thesis", combo) for c in cfgs if c.sync]
@@ -120,7 +120,8 @@ def run_suite(suite, a, device, console):
     env.set_tunables(device, **defaults)
     meta = {"suite": suite, "machine": env.machine(), "opts": {k: v for k, v in vars(a).items()}}
     ratios, _ = report.render(out, suite, cfgs, rows, a.policies, meta)
-    report.write_raw(out, rows, {**meta, "ratios": ratios})
+    report.write_raw(out, rows, {**meta, "ratios": ratios,
+                                 "tax": report.tax_rows(cfgs, report.medians(rows), a.policies)})
     med = report.medians(rows)
     t = Table(title=f"{suite} ({cfgs[0].unit}, median of {a.repeat})")
     for col in ["config", "without tdax"] + [f"tdax {p}" for p in a.policies] + ["sync off"] + \
@@ -133,6 +134,17 @@ def run_suite(suite, a, device, console):
             t.add_row(c.name, f"{d:,.0f}", *[f"{v:,.0f}" for v in vs], f"{off:,.0f}",
                       *[x for v in vs for x in (f"{v / d:.2f}x" if d else "-", f"{v / off:.2f}" if off else "-")])
     console.print(t)
+    tax = report.tax_rows(cfgs, med, a.policies)
+    if tax:
+        t = Table(title="tax: the same workload with syncing off, without and under tdax")
+        for col in ["config", "without tdax"] + [f"tdax {p}" for p in a.policies] + \
+                   [f"{p}/without" for p in a.policies]:
+            t.add_column(col, justify="right")
+        for name in dict.fromkeys(r["config"] for r in tax):
+            rs = [r for r in tax if r["config"] == name]
+            t.add_row(name, f"{rs[0]['default']:,.0f}", *[f"{r['tdax']:,.0f}" for r in rs],
+                      *[f"{r['ratio']:.2f}" for r in rs])
+        console.print(t)
     console.print(f"results: {out}")
     return out
 

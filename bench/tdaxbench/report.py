@@ -40,6 +40,22 @@ def ratio_rows(cfgs, med, policies):
     return out
 
 
+def tax_rows(cfgs, med, policies):
+    """Per sync-off config and policy: under tdax / without tdax -- what
+    tdax costs a workload it cannot speed up (issue 17: >= 0.97)."""
+    out = []
+    for c in cfgs:
+        if c.sync or (c.name, "default") not in med:
+            continue
+        base = med[(c.name, "default")][0]
+        for p in policies:
+            if (c.name, p) in med:
+                v = med[(c.name, p)][0]
+                out.append({"config": c.name, "policy": p, "default": base, "tdax": v,
+                            "ratio": v / base if base else None})
+    return out
+
+
 def render(outdir, suite, cfgs, rows, policies, meta):
     """Everything a run leaves besides the raw data: plots and summary."""
     med = medians(rows)
@@ -150,6 +166,18 @@ def summary(outdir, suite, cfgs, med, ratios, policies, meta):
             rat += [f"{v / d:.2f}x" if d else "-", f"{v / off:.2f}" if off else "-"]
         lines.append(f"| {c.name} | {fmt(med.get((c.name, 'default')))} | " + " | ".join(cells) +
                      f" | {fmt(med.get((c.ref, 'default')))} | " + " | ".join(rat) + " |")
+    tax = tax_rows(cfgs, med, policies)
+    if tax:
+        lines += ["", "Tax: the sync-off workloads, without and under tdax.", "",
+                  "| config | without tdax | " + " | ".join(f"tdax {p}" for p in policies) + " | " +
+                  " | ".join(f"{p}/without" for p in policies) + " |",
+                  "|---" * (2 + 2 * len(policies)) + "|"]
+        for c in cfgs:
+            rs = [r for r in tax if r["config"] == c.name]
+            if rs:
+                lines.append(f"| {c.name} | {fmt(med.get((c.name, 'default')))} | " +
+                             " | ".join(fmt(med.get((c.name, r["policy"]))) for r in rs) + " | " +
+                             " | ".join(f"{r['ratio']:.2f}" for r in rs) + " |")
     lines += ["", f"Unit: {cfgs[0].unit}. Plot: ![{suite}]({suite}.png)", ""]
     if suite in REFERENCE:
         lines += ["Reference (shared/SPEC.md §4, the thesis and the TDM paper, on their hardware):", "",

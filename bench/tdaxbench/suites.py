@@ -216,8 +216,31 @@ def startup(o):
     return [Config("exec /bin/true from sh", startup_run(100 if o.quick else 500), "execs/s")]
 
 
+# ---- many files -----------------------------------------------------------------
+
+SMALLFILES = str(env.ROOT / "build" / "bin" / "tdax-smallfiles")
+
+
+def files_run(n, fsync):
+    """Create, write 4 KiB, close and rename n files (bench/smallfiles.c);
+    with fsync, dpkg's way, a sync before each close."""
+    def run(mode, device, o):
+        with env.scratch() as d:
+            out = out_of(env.tdax_prefix(mode, device) + [SMALLFILES, str(d), "--count", str(n)] +
+                         (["--fsync"] if fsync else []))
+        return json.loads(out)["files_per_s"]
+    return run
+
+
+def files(o):
+    n = 1000 if o.quick else 10000
+    return [Config("create+write+rename + fsync", files_run(n // 4, True), "files/s",
+                   ref="create+write+rename"),
+            Config("create+write+rename", files_run(n, False), "files/s", sync=False)]
+
+
 SUITES = {"redis": redis, "postgres": postgres, "rocksdb": rocksdb, "sqlite": sqlite, "fio": fio,
-          "ycsb": ycsb, "startup": startup}
+          "ycsb": ycsb, "startup": startup, "files": files}
 
 # The reference results of shared/SPEC.md §4: (config, speedup over default,
 # fraction of sync-off) as the thesis / Transparent DAX Mappings paper report.

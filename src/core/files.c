@@ -339,28 +339,32 @@ static bool still_there(const struct tdax_file *f)
 }
 
 /*
- * Under the lock, the table full: make room. First the entries that have
- * been idle longest (no sync for a second or more), up to an eighth of the
- * table, so that the next registrations find room at once; a process that
- * still has such a file open finds the generation changed and syncs it
- * through the kernel. Failing those, the entries of files that are gone --
- * removed or replaced by a program without tdax -- and have no records
- * waiting. Returns a free slot, or -1.
+ * Under the lock, the table full: make room. Entries that keep nothing
+ * (idle), up to an eighth of the table so that the next registrations find
+ * room at once: first those without a sync for a second, then any. A
+ * process that still has such a file open finds the entry not current and
+ * registers the file again (manage.h). Failing those, the entries of files
+ * that are gone -- removed or replaced by a program without tdax -- and
+ * have no records waiting. Returns a free slot, or -1.
  */
 static int64_t make_room(struct tdax_device *dev)
 {
 	uint64_t now = tdax_now_ns();
 	uint32_t n = dev->sb->max_files, want = n / 8 ? n / 8 : 1, freed = 0;
 	int64_t slot = -1;
-	for (uint32_t i = 0; i < n && freed < want; i++) {
-		struct tdax_file *f = tdax_file_at(dev, i);
-		uint64_t last = atomic_load(&f->rt.last_sync_ns);
-		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || !idle(&f->rt) ||
-		    (last && now - last < 1000000000ull))
-			continue;
-		free_entry(dev, f, i);
-		freed++;
-		slot = slot < 0 ? i : slot;
+	for (uint64_t quiet = 1000000000ull;; quiet = 0) {
+		for (uint32_t i = 0; i < n && freed < want; i++) {
+			struct tdax_file *f = tdax_file_at(dev, i);
+			uint64_t last = atomic_load(&f->rt.last_sync_ns);
+			if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || !idle(&f->rt) ||
+			    (last && now - last < quiet))
+				continue;
+			free_entry(dev, f, i);
+			freed++;
+			slot = slot < 0 ? i : slot;
+		}
+		if (freed >= want || !quiet)
+			break;
 	}
 	for (uint32_t i = 0; i < n && slot < 0; i++) {
 		struct tdax_file *f = tdax_file_at(dev, i);

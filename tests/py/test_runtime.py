@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
+from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, started, tdax_run
 
 # A workload that makes the file (a real sync: its creation is metadata),
 # then appends records with a sync after each, printing each acknowledged
@@ -521,10 +521,22 @@ while not os.path.exists(removed):
     assert i["live_records"] == 0 and i["counters"]["fallback_metadata"] >= 1, i
 
 
-def test_a_full_file_table_frees_the_entries_of_files_removed_without_tdax(dev, diskdir):
-    """1024 files registered, then removed by a program without tdax: their
-    entries stay until the table is full; then the next registration frees
-    the entries of files that are gone, and only those."""
+def test_a_full_file_table_makes_room_and_keeps_entries_with_records(device, diskdir):
+    """More synced files than the table has entries: a full table frees the
+    entries idle longest (no records) and every file gets one, so every
+    second sync is lightweight; a file whose records are still in the log
+    keeps its entry through it all."""
+    # Room in the log for every file's records (a segment holds 12 files'):
+    # under log pressure everything is checkpointed, the held record too.
+    dev = device
+    run(TDAX, "device", "create", "--device", dev, "--size", "512M", check=0)
+    keep = diskdir / "keep"
+    hold = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.fsync(fd); os.write(fd, b"kept"); os.fsync(fd)
+print("logged", flush=True); time.sleep(60)
+"""
     code = r"""
 import os, sys
 for i in range(int(sys.argv[2])):
@@ -533,16 +545,20 @@ for i in range(int(sys.argv[2])):
         os.write(fd, b"x"); os.fdatasync(fd)
     os.close(fd)
 """
-    tdax_run(dev, code, diskdir, "1030")
-    assert info(dev)["files_registered"] == 1024  # the table is full; the rest went to the kernel
-    for i in range(1, 1030):
-        os.unlink(diskdir / f"f{i}")  # this test runs without tdax
-    (diskdir / "new").mkdir()
-    before = info(dev)["counters"]["light_syncs"]
-    tdax_run(dev, code, diskdir / "new", "1")
-    i = info(dev)
-    assert i["files_registered"] == 2  # f0, still there, and new/f0
-    assert i["counters"]["light_syncs"] == before + 1  # the new file got an entry: a lightweight sync
+    with started(dev, hold, keep) as p:
+        assert p.stdout.readline().strip() == "logged"
+        before = info(dev)
+        assert before["live_records"] >= 1, before
+        time.sleep(1.1)  # idle for a second: the first to go when room is needed
+        # Its records are written back soon, so its entries have nothing to keep.
+        tdax_run(dev, code, diskdir, "1100", env={"TDAX_WB_AGE_MS": "20"})
+        i = info(dev)
+        assert i["counters"]["fallback_unregistered"] == before["counters"]["fallback_unregistered"]
+        assert i["counters"]["light_syncs"] == before["counters"]["light_syncs"] + 1100
+        assert i["live_records"] >= 1, "the held file's record went"
+        names = [f["path"] for f in json.loads(run(TDAX, "status", "--device", dev, "--json",
+                                                   check=0).stdout)["files"]]
+        assert str(keep) in names
 
 
 def test_a_record_logged_during_a_real_sync_is_released_by_a_clean_exit(dev, diskdir):
