@@ -1,6 +1,6 @@
 """tdax bench -- the reference experiments, side by side in one run.
 
-usage: tdax bench SUITE|all [options]      (SUITE: redis postgres rocksdb sqlite fio ycsb)
+usage: tdax bench SUITE|all [options]      (SUITE: redis postgres rocksdb sqlite fio ycsb startup files)
 
 Every configuration runs without tdax ('default') and under tdax with each
 policy of --policies, interleaved (A B A B ...) --repeat times; the same

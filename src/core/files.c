@@ -310,7 +310,7 @@ static bool idle(const struct tdax_file_rt *rt)
 bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);
-	if (f->gen != gen || atomic_load(&f->rt.last_sync_ns) || !idle(&f->rt))
+	if (f->gen != gen || atomic_load(&f->rt.streamed) || !idle(&f->rt))
 		return false;
 	/* Never waits: this runs in close(), maybe in a signal handler that
 	 * interrupted this very thread's registration. */
@@ -318,7 +318,7 @@ bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen)
 		return false;
 	index_room(dev);
 	bool done = f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE &&
-		    !atomic_load(&f->rt.last_sync_ns) && idle(&f->rt);
+		    !atomic_load(&f->rt.streamed) && idle(&f->rt);
 	if (done)
 		free_entry(dev, f, idx);
 	tdax_pidlock_release(dev->reglock);

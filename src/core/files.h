@@ -44,6 +44,10 @@ struct tdax_file_rt {
 	 * does not ask the kernel for (coherent_ops.c, "cold"): started, done. */
 	_Atomic uint64_t cold_started;
 	_Atomic uint64_t cold_done;
+	/* 1 once a sync came within the writeback window of the file's one
+	 * before (tracking.c): only such syncs can upgrade a range, so a file
+	 * without one has taught the policy nothing worth keeping. */
+	_Atomic uint32_t streamed;
 };
 
 struct tdax_file {
@@ -117,8 +121,9 @@ int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32
 bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
 
 /* The last descriptor of (idx, gen) in a process was closed: free the
- * entry if the file never had a sync and the entry holds nothing anyone
- * needs (records, an error, a writer tdax cannot see). True if it was
+ * entry if the file never had a stream of syncs (rt.streamed: nothing the
+ * policy learned would be lost) and the entry holds nothing anyone needs
+ * (records, an error, a writer tdax cannot see). True if it was
  * freed. Never waits for the registration lock. */
 bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 

@@ -101,6 +101,8 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
 	bool stream = prev && now - prev <= t.wb_window_ns;
+	if (stream && !atomic_load_explicit(&rt->streamed, memory_order_relaxed))
+		atomic_store_explicit(&rt->streamed, 1, memory_order_relaxed);
 	for (int i = 0; i < 6; i++) {
 		uint32_t v = atomic_exchange(&rt->dirty_ranges[i], 0);
 		struct tdax_range *r = v && v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;

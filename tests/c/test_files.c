@@ -66,7 +66,7 @@ TEST(every_registered_file_is_found_and_no_other)
 	tdax_device_close(dev);
 }
 
-TEST(an_idle_never_synced_entry_is_let_go_and_its_slot_reused)
+TEST(an_idle_entry_without_a_sync_stream_is_let_go)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
@@ -81,9 +81,10 @@ TEST(an_idle_never_synced_entry_is_let_go_and_its_slot_reused)
 	atomic_store(&f->rt.unmanaged, 1);
 	CHECK(!tdax_files_let_go(dev, idx, gen));
 	atomic_store(&f->rt.unmanaged, 0);
-	atomic_store(&f->rt.last_sync_ns, 5);
+	atomic_store(&f->rt.streamed, 1);
 	CHECK(!tdax_files_let_go(dev, idx, gen));
-	atomic_store(&f->rt.last_sync_ns, 0);
+	atomic_store(&f->rt.streamed, 0);
+	atomic_store(&f->rt.last_sync_ns, 5); /* one sync, no stream: nothing learned */
 	CHECK(!tdax_files_let_go(dev, idx, gen + 1)); /* another generation: not ours */
 
 	CHECK(tdax_files_let_go(dev, idx, gen));

@@ -14,10 +14,11 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
             "--out", out, check=0)
     assert "wal full" in p.stdout
     rows = json.loads((out / "results.json").read_text())["rows"]
-    # wal full: default + thesis, and its sync-off reference, twice each, interleaved
-    assert [(r["config"], r["mode"]) for r in rows][:3] == [
-        ("wal full", "default"), ("wal full", "thesis"), ("wal off", "default")]
-    assert len(rows) == 2 * 3
+    # wal full and its sync-off reference (the tax row), each without tdax
+    # and under thesis, twice, interleaved
+    assert [(r["config"], r["mode"]) for r in rows][:4] == [
+        ("wal full", "default"), ("wal full", "thesis"), ("wal off", "default"), ("wal off", "thesis")]
+    assert len(rows) == 2 * 4
     assert all(r["value"] > 0 for r in rows)
     meta = json.loads((out / "results.json").read_text())
     assert meta["machine"]["kernel"] and meta["ratios"][0]["vs_default"] > 1
@@ -25,6 +26,9 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
     assert (out / "sqlite.png").stat().st_size > 10000
     s = (out / "summary.md").read_text()
     assert "| wal full |" in s and "thesis/default" in s
+    tax = meta["tax"]
+    assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "thesis")] and tax[0]["ratio"] > 0
+    assert "| wal off |" in s and "thesis/without" in s and "tax:" in p.stdout
 
 
 def test_sweep_runs_the_grid_and_plots_it(tmp_path):
