@@ -105,14 +105,20 @@ static uint32_t ino_slot(uint64_t ino, uint32_t slots)
 	return (uint32_t)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (slots - 1);
 }
 
+/* The p-th slot of inode ino's probe sequence. */
+static _Atomic uint64_t *probe(const struct tdax_device *dev, uint64_t ino, uint32_t p)
+{
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
+	return &index_at(dev)[(ino_slot(ino, slots) + p) & (slots - 1)];
+}
+
 /* Entries the index names for inode ino, in probe order: *pos is where to
  * go on (start with 0). Returns an entry index or -1 at the end. */
 static int64_t index_next(const struct tdax_device *dev, uint64_t ino, uint32_t *pos)
 {
-	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
-	_Atomic uint64_t *ix = index_at(dev);
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
 	for (; *pos < slots; (*pos)++) {
-		uint64_t v = atomic_load_explicit(&ix[(h + *pos) & (slots - 1)], memory_order_acquire);
+		uint64_t v = atomic_load_explicit(probe(dev, ino, *pos), memory_order_acquire);
 		if (v == 0)
 			break;
 		uint32_t plus1 = (uint32_t)(v >> 32);
@@ -125,18 +131,17 @@ static int64_t index_next(const struct tdax_device *dev, uint64_t ino, uint32_t 
 	return -1;
 }
 
-/* Under the lock: put entry idx (inode ino) in the index. */
+/* Under the lock: put entry idx (inode ino) in the first empty or dead
+ * slot of its probe sequence. */
 static void index_put(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 {
-	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
-	_Atomic uint64_t *ix = index_at(dev);
-	for (uint32_t p = 0; p < slots; p++) {
-		_Atomic uint64_t *s = &ix[(h + p) & (slots - 1)];
+	for (uint32_t p = 0; p < tdax_index_slots(dev->sb->max_files); p++) {
+		_Atomic uint64_t *s = probe(dev, ino, p);
 		uint64_t v = atomic_load(s);
-		if (v != 0 && v != DEAD)
-			continue;
 		if (v == 0)
 			atomic_fetch_add(dev->index_used, 1);
+		else if (v != DEAD)
+			continue;
 		atomic_store_explicit(s, (uint64_t)(idx + 1) << 32 | ino_tag(ino), memory_order_release);
 		tdax_persist(dev, (const void *)s, sizeof(*s));
 		return;
@@ -146,17 +151,15 @@ static void index_put(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 	atomic_store(dev->index_epoch, atomic_load(dev->index_epoch) | 1);
 }
 
-/* Under the lock: entry idx (inode ino) is free now. */
+/* Under the lock: entry idx (inode ino) is free now: its slot is dead. */
 static void index_drop(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 {
-	uint32_t slots = tdax_index_slots(dev->sb->max_files), h = ino_slot(ino, slots);
-	_Atomic uint64_t *ix = index_at(dev);
-	for (uint32_t p = 0; p < slots; p++) {
-		_Atomic uint64_t *s = &ix[(h + p) & (slots - 1)];
+	for (uint32_t p = 0; p < tdax_index_slots(dev->sb->max_files); p++) {
+		_Atomic uint64_t *s = probe(dev, ino, p);
 		uint64_t v = atomic_load(s);
 		if (v == 0)
 			return;
-		if ((uint32_t)(v >> 32) == idx + 1 && v != DEAD) {
+		if (v != DEAD && (uint32_t)(v >> 32) == idx + 1) {
 			atomic_store(s, DEAD);
 			tdax_persist(dev, (const void *)s, sizeof(*s));
 		}
