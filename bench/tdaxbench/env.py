@@ -47,7 +47,8 @@ def set_tunables(device, **kv):
 
 @contextmanager
 def scratch(prefix="tdax-bench-", owner=None):
-    """A fresh directory on the disk (/var/tmp), removed afterwards."""
+    """A fresh directory on the disk (/var/tmp), removed afterwards, and
+    everything written back before the next run starts."""
     d = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
     if owner:
         os.chmod(d, 0o755)
@@ -56,6 +57,8 @@ def scratch(prefix="tdax-bench-", owner=None):
         yield Path(d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        os.sync()  # the next run does not pay for this one's write-back
+
 
 
 def free_port():
