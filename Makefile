@@ -6,8 +6,9 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
-# libpmem2 is not linked: tdax loads it when it maps a region (src/core/pmem.h).
-LDLIBS  := -lisal -pthread -ldl
+# libpmem2 and ISA-L are not linked: tdax loads them when it maps a region
+# (src/core/pmem.h, src/core/crc32c.h).
+LDLIBS  := -pthread -ldl
 
 B       := build
 # The layers (docs/design.md): core, policy, preload and cli, one folder

@@ -4,7 +4,10 @@ by side in one run (issue #3's targets):
   * a 128 B append + fdatasync loop: without tdax, with tdax, and the same
     loop with no sync at all;
   * SQLite WAL, synchronous=FULL, one-row transactions: without tdax, with
-    tdax, and synchronous=OFF.
+    tdax, and synchronous=OFF;
+  * the hot path budget: what tdax adds to the real write of a logged
+    append (its write time less the bare write's, both medians), and what
+    a lightweight sync costs.
 
 Configurations run interleaved and repeated; medians and ratios are
 printed, and the median latency of one lightweight append+sync.
@@ -45,9 +48,14 @@ def main():
                ["default (fdatasync)", "no sync"])
         lat = measure([("tdax", loop([], tdax=True))], a.repeat, "median_ns")["tdax"]
         sync = measure([("tdax", loop([], tdax=True))], a.repeat, "sync_median_ns")["tdax"]
+        bare = measure([("write", loop(["--nosync"]))], a.repeat, "median_ns")["write"]
+        lat, sync, bare = (statistics.median(x) for x in (lat, sync, bare))
         print(f"  under tdax, median of {a.repeat} runs' medians: append + sync "
-              f"{statistics.median(lat):,.0f} ns, the lightweight sync alone "
-              f"{statistics.median(sync):,.0f} ns")
+              f"{lat:,.0f} ns, the lightweight sync alone {sync:,.0f} ns")
+        # The hot path budget (issue #17): what tdax adds to the real write
+        # of a logged append, and what a lightweight sync costs.
+        print(f"  hot path budget: a logged write adds {lat - sync - bare:,.0f} ns to the bare "
+              f"write's {bare:,.0f} ns (budget 300); a lightweight sync {sync:,.0f} ns (budget 500)")
 
         def sq(sync, tdax=False):
             def argv(d):

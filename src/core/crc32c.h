@@ -10,6 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/util.h" /* struct tdax_err */
+
+/* Load ISA-L (dlopen, once): 0, or -1 with err. Opening or creating a
+ * device does it first, so that a missing library is an error there;
+ * tdax_crc32c loads it itself otherwise, and stops the process if it
+ * cannot. */
+int tdax_crc32c_load(struct tdax_err *err);
+
 /* Extend crc (0 to start) over len bytes at p. */
 uint32_t tdax_crc32c(uint32_t crc, const void *p, size_t len);
 

@@ -505,6 +505,8 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 		     struct tdax_err *err)
 {
 	struct tdax_device dev = { .fd = -1, .backend = o->backend };
+	if (tdax_crc32c_load(err) != 0)
+		return -1;
 	struct stat st;
 	mode_t mode = (o->mode ? o->mode : 0600) & 0777;
 	uint32_t seg = o->seg_size ? o->seg_size : TDAX_DEFAULT_SEG_SIZE;
@@ -671,6 +673,8 @@ static int check_header(const char *path, const struct tdax_super *sb, uint64_t 
 int tdax_device_open(const char *path, int flags, struct tdax_device **out, struct tdax_err *err)
 {
 	struct stat st;
+	if (tdax_crc32c_load(err) != 0)
+		return -1;
 	int fd = open_region(path, flags, &st, err);
 	if (fd < 0)
 		return -1;
