@@ -58,7 +58,8 @@ void tdax_fd_unhold(uint32_t idx, uint32_t gen)
 	/* The process's last hold of the file: its entry can go if there is
 	 * nothing in it to keep (files.h), so that a device serves any
 	 * number of files over time, not the first max_files. */
-	if (atomic_fetch_sub(&tdax_rt.opens[idx], 1) == 1 && tdax_rt.dev)
+	if (atomic_fetch_sub(&tdax_rt.opens[idx], 1) == 1 && tdax_rt.dev &&
+	    !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed)) /* (a lost region: watch.h) */
 		tdax_files_let_go(tdax_rt.dev, idx, gen);
 }
 

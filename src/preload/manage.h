@@ -30,7 +30,9 @@ void tdax_manage(int fd, const char *path_or_null, int flags);
  * was let go: tdax_files_let_go.) One load of the entry. */
 static inline bool tdax_manage_current(const struct tdax_fd *e)
 {
-	return tdax_file_at(tdax_rt.dev, e->file_plus1 - 1)->gen == e->gen;
+	/* 0: the descriptor was closed meanwhile (by another thread): nothing to redo. */
+	uint32_t plus1 = __atomic_load_n(&e->file_plus1, __ATOMIC_RELAXED);
+	return !plus1 || tdax_file_at(tdax_rt.dev, plus1 - 1)->gen == e->gen;
 }
 
 /* fd's entry is not current: register its file again (or give fd to the
