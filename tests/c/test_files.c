@@ -32,6 +32,17 @@ static int64_t find_fd(struct tdax_device *dev, int fd)
 	return idx;
 }
 
+/* A fresh device with file `name` registered in it; NULL on failure. */
+static struct tdax_device *device_with_file(const char *name, uint32_t *idx, uint32_t *gen)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	if (dev && (*idx = tdax_test_new_file(dev, name, gen)) == UINT32_MAX) {
+		tdax_device_close(dev);
+		dev = NULL;
+	}
+	return dev;
+}
+
 static uint32_t active(struct tdax_device *dev)
 {
 	uint32_t n = 0;
@@ -68,10 +79,9 @@ TEST(every_registered_file_is_found_and_no_other)
 
 TEST(an_idle_entry_without_a_sync_stream_is_let_go)
 {
-	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	uint32_t gen, idx;
+	struct tdax_device *dev = device_with_file("idle", &idx, &gen);
 	CHECK(dev);
-	uint32_t gen, idx = tdax_test_new_file(dev, "idle", &gen);
-	CHECK(idx != UINT32_MAX);
 	struct tdax_file *f = tdax_file_at(dev, idx);
 
 	/* Something to keep: records, a sync (the policy's history). */
@@ -131,11 +141,10 @@ TEST(a_full_table_makes_room_from_entries_idle_longest)
 
 TEST(dead_slots_are_cleared_by_a_rebuild_and_files_still_found)
 {
-	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	uint32_t gen, kept;
+	struct tdax_device *dev = device_with_file("kept", &kept, &gen);
 	CHECK(dev);
-	uint32_t slots = tdax_index_slots(dev->sb->max_files), gen;
-	uint32_t kept = tdax_test_new_file(dev, "kept", &gen);
-	CHECK(kept != UINT32_MAX);
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
 	/* Far more registrations and releases than the index has slots. */
 	for (uint32_t i = 0; i < 2 * slots; i++) {
 		char name[32];
@@ -163,10 +172,9 @@ TEST(dead_slots_are_cleared_by_a_rebuild_and_files_still_found)
 
 TEST(a_rebuild_cut_short_is_redone_and_lookups_search_the_table_meanwhile)
 {
-	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	uint32_t gen, idx;
+	struct tdax_device *dev = device_with_file("survivor", &idx, &gen);
 	CHECK(dev);
-	uint32_t gen, idx = tdax_test_new_file(dev, "survivor", &gen);
-	CHECK(idx != UINT32_MAX);
 	/* A registrar died in the middle of a rebuild: the epoch is odd and
 	 * the index empty. The file is found all the same... */
 	uint32_t slots = tdax_index_slots(dev->sb->max_files);
