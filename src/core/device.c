@@ -259,6 +259,7 @@ static void set_pointers(struct tdax_device *dev)
 	dev->reglock = (_Atomic uint32_t *)(dev->base + TDAX_REGLOCK_OFF);
 	dev->index_epoch = (_Atomic uint64_t *)(dev->base + TDAX_INDEX_EPOCH_OFF);
 	dev->index_used = (_Atomic uint32_t *)(dev->base + TDAX_INDEX_USED_OFF);
+	dev->registrations = (_Atomic uint64_t *)(dev->base + TDAX_REGISTRATIONS_OFF);
 	dev->persist_cost_ns = dev->sb->persist_cost_ns;
 	dev->bandwidth_mbps = dev->sb->bandwidth_mbps;
 }

@@ -436,10 +436,14 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	f->gid = (uint32_t)getegid();
 	atomic_store(&f->released_seq, 0);
 	memset(f->rt_space, 0, sizeof(f->rt_space));
+	/* What was written to the file before it had an entry is in no
+	 * record: its first sync, whoever makes it, is a real one. */
+	atomic_store(&f->rt.uncovered, 1);
 	set_path(dev, f, path);
 	index_put(dev, (uint32_t)slot, id.ino); /* findable before it is active */
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
 	tdax_persist(dev, f, TDAX_CACHELINE);
+	atomic_fetch_add(dev->registrations, 1); /* after: a look that sees it finds the entry */
 	*idx = (uint32_t)slot;
 	*gen = f->gen;
 	*created = true;

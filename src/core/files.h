@@ -116,6 +116,19 @@ bool tdax_file_valid(const struct tdax_file *f);
 int tdax_files_find(struct tdax_device *dev, const struct tdax_ident *id, uint32_t *idx,
 		    uint32_t *gen);
 
+/*
+ * How many entries were made on the device so far. A process that writes a
+ * file it has not registered (preload/unregistered.c) reads it after each
+ * write: when it has not moved, no entry was made since the last look, so
+ * the file still has none and nobody else's sync can be lightweight
+ * without the real sync that follows every registration (a new entry is
+ * uncovered). Not persisted: only its changes mean something.
+ */
+static inline uint64_t tdax_files_registrations(const struct tdax_device *dev)
+{
+	return atomic_load(dev->registrations);
+}
+
 /* Could a file with inode number ino be registered? False means it is not
  * (what a stat() tells is enough to skip a file); true, that it may be. */
 bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);

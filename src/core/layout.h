@@ -14,6 +14,8 @@
  *   512           the device-wide sequence counter (own cache line)
  *   576           the registration lock word, the file index's epoch and
  *                 use count (own cache line)
+ *   640           the count of registrations (own cache line: read after
+ *                 every write of a file not registered, files.h)
  *   1024          device-wide counters (stats.h)
  *   2048          tunables of the policy (control.h)
  *   4096          end of the header
@@ -28,7 +30,7 @@
 #define TDAX_LAYOUT_H
 
 #define TDAX_MAGIC "TDAXREGN"      /* first 8 bytes of the super-block, written last */
-#define TDAX_LAYOUT_VERSION 2
+#define TDAX_LAYOUT_VERSION 3
 #define TDAX_CACHELINE 64
 
 /* The header: fixed offsets from the start of the region. */
@@ -38,6 +40,7 @@
 #define TDAX_REGLOCK_OFF 576
 #define TDAX_INDEX_EPOCH_OFF 584 /* in the registration lock's line: the lock's holder writes both */
 #define TDAX_INDEX_USED_OFF 592
+#define TDAX_REGISTRATIONS_OFF 640
 #define TDAX_STATS_OFF 1024
 #define TDAX_TUNABLES_OFF 2048
 #define TDAX_HEADER_SIZE 4096

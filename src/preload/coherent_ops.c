@@ -69,29 +69,12 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 /* This thread is inside positional(), holding its file's position lock. */
 static __thread int in_positional TDAX_TLS;
 
-/* The real positional write, with pwritev2's flags when there are some. */
-static ssize_t real_pwrite(int fd, const struct iovec *iov, int n, off_t off, int rwf)
-{
-	if (rwf)
-		return TDAX_REAL(pwritev2)(fd, iov, n, off, rwf);
-	return n == 1 ? TDAX_REAL(pwrite)(fd, iov[0].iov_base, iov[0].iov_len, off)
-		      : TDAX_REAL(pwritev)(fd, iov, n, off);
-}
-
 static size_t iov_bytes(const struct iovec *iov, int n)
 {
 	size_t len = 0;
 	for (int i = 0; i < n; i++)
 		len += iov[i].iov_len;
 	return len;
-}
-
-/* The real write at the file position, with pwritev2's flags if any. */
-static ssize_t real_write(int fd, const struct iovec *iov, int n, int rwf)
-{
-	if (rwf)
-		return TDAX_REAL(pwritev2)(fd, iov, n, -1, rwf);
-	return n == 1 ? TDAX_REAL(write)(fd, iov[0].iov_base, iov[0].iov_len) : TDAX_REAL(writev)(fd, iov, n);
 }
 
 /*
@@ -108,7 +91,7 @@ static ssize_t cold(int fd, const struct tdax_fd *e, const struct iovec *iov, in
 		    uint64_t est)
 {
 	tdax_coherent_cold_begin(e);
-	ssize_t r = real_write(fd, iov, n, rwf);
+	ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 	int err = errno;
 	if (r > 0) {
 		atomic_store_explicit(&tdax_fds[fd].pos, est + (uint64_t)r, memory_order_relaxed);
@@ -151,7 +134,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
 		 * write: the lock is ours already. The kernel's write, unlogged. */
-		ssize_t r = real_write(fd, iov, n, rwf);
+		ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 		if (r > 0)
 			unlogged(e);
 		return r;
@@ -174,11 +157,11 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	off_t end = -1;
 	if (e->twin_plus1 && !at_end) {
 		off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
-		r = pos < 0 ? -1 : real_pwrite(wfd, iov, n, pos, rwf);
+		r = pos < 0 ? -1 : tdax_mode_real_write(wfd, iov, n, pos, rwf);
 		if (r > 0 && TDAX_REAL(lseek)(fd, pos + r, SEEK_SET) >= 0)
 			end = pos + r;
 	} else {
-		r = real_write(wfd, iov, n, rwf);
+		r = tdax_mode_real_write(wfd, iov, n, -1, rwf);
 #ifdef TDAX_TEST_BUILD
 		pause_before_read_back();
 #endif
@@ -213,7 +196,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
 	rwf &= ~sync_flags;
 	tdax_coherent_write_begin(e);
-	r = real_pwrite(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
+	r = tdax_mode_real_write(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
 	int err = errno;
 	if (r > 0) {
 		/* With O_APPEND (or RWF_APPEND) Linux ignores the offset: the

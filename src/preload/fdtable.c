@@ -45,7 +45,8 @@ void tdax_fd_forget(int fd)
 		tdax_twin_unref(e->twin_plus1);
 	e->file_plus1 = 0;
 	e->twin_plus1 = 0;
-	tdax_fd_unhold(plus1 - 1, e->gen);
+	if (plus1 != TDAX_FD_UNREGISTERED)
+		tdax_fd_unhold(plus1 - 1, e->gen);
 }
 
 void tdax_fd_hold(uint32_t idx)

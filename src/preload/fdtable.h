@@ -29,6 +29,9 @@ enum {
 	TDAX_FD_SYNC = 4,   /* O_SYNC: written through the twin, then a sync */
 	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
 };
+/* file_plus1 of a descriptor whose file has no entry yet (manage.c, unregistered mode);
+ * its gen is then the device's count of registrations at the last look. */
+#define TDAX_FD_UNREGISTERED UINT32_MAX
 struct tdax_fd {
 	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
 	uint32_t gen;

@@ -1,7 +1,9 @@
 /*
  * manage -- which descriptors tdax manages (manage.h): the choice when a
- * descriptor is made (open, exec, dup), the file's registration, and the
- * file's mode (mode.h: the table of modes lives here, with the choice).
+ * descriptor is made (open, exec, dup), the file's registration -- at once,
+ * or when the file first needs an entry (unregistered mode, at the end of
+ * this file) -- and the file's mode (mode.h: the table of modes lives
+ * here, with the choice).
  */
 #define _GNU_SOURCE
 #include "preload/manage.h"
@@ -11,6 +13,7 @@
 #include "preload/mode.h"
 #include "preload/state.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -18,14 +21,22 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+static const struct tdax_mode_ops unregistered_mode;
+
 const struct tdax_mode_ops *const tdax_modes[TDAX_MODES] = {
 	[TDAX_MODE_COHERENT] = &tdax_coherent_mode,
+	[TDAX_MODE_UNREGISTERED] = &unregistered_mode,
 };
 
-/* Coherent mode is the only one yet: every managed file is in it. */
+/* Coherent mode is the only one for a registered file yet. */
 static enum tdax_mode choose_mode(void)
 {
 	return TDAX_MODE_COHERENT;
+}
+
+static bool registered(const struct tdax_fd *e)
+{
+	return e->file_plus1 != TDAX_FD_UNREGISTERED;
 }
 
 void tdax_manage_dup(int from, int to)
@@ -35,7 +46,9 @@ void tdax_manage_dup(int from, int to)
 	const struct tdax_fd *e = tdax_fd_get(from);
 	if (to >= TDAX_MAX_FDS) {
 		/* Beyond the table: writes through it would go unseen. */
-		if (e)
+		if (e && !registered(e))
+			tdax_manage_again(from);
+		if ((e = tdax_fd_get(from)))
 			tdax_coherent_kernel_only(e->file_plus1 - 1, TDAX_FB_UNREGISTERED);
 		return;
 	}
@@ -44,7 +57,8 @@ void tdax_manage_dup(int from, int to)
 		return;
 	if (e->twin_plus1)
 		tdax_twin_ref(e->twin_plus1);
-	tdax_fd_hold(e->file_plus1 - 1);
+	if (registered(e))
+		tdax_fd_hold(e->file_plus1 - 1);
 	tdax_fds[to] = *e;
 }
 
@@ -124,7 +138,7 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 	 * already (adopted when the process attached on this very open), the
 	 * entry is held meanwhile: forgetting must not let it go. */
 	const struct tdax_fd *was = tdax_fd_get(fd);
-	uint32_t held = was ? was->file_plus1 : 0, held_gen = was ? was->gen : 0;
+	uint32_t held = was && registered(was) ? was->file_plus1 : 0, held_gen = was ? was->gen : 0;
 	if (held)
 		tdax_fd_hold(held - 1);
 	tdax_fd_forget(fd);
@@ -133,13 +147,48 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 		tdax_fd_unhold(held - 1, held_gen);
 }
 
+/* The entry's flags an open's flags give. */
+static uint16_t fd_flags(int flags)
+{
+	return ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0);
+}
+
+/*
+ * Can fd wait for its file's registration (unregistered mode, below)? Not when the
+ * file has an entry already (the descriptor joins it), nor when its writes
+ * must be durable at once (O_SYNC, O_DSYNC), every write is to be logged
+ * (policy always) or traced (a trace has every write of every file opened
+ * for writing), or the process cannot see its own writes (io_uring).
+ * The count of registrations is read before the index: an entry made
+ * after the look moves it.
+ */
+static bool may_wait(int flags, const struct stat *st, uint32_t *count)
+{
+	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
+	return !(flags & O_DSYNC) && tdax_rt.policy != TDAX_POLICY_ALWAYS && !tdax_tracing &&
+	       !tdax_rt.blind &&
+	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
+}
+
 /* tdax_manage of a number that has no entry now. */
 static void manage_fresh(int fd, const char *path_or_null, int flags)
 {
 	struct stat st;
-	uint32_t idx, gen;
+	uint32_t idx, gen, count;
 	bool created;
-	if (!qualifies(fd, flags, &st) || register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
+	if (!qualifies(fd, flags, &st))
+		return;
+	if (may_wait(flags, &st, &count)) {
+		tdax_fds[fd] = (struct tdax_fd){
+			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
+			.mode = TDAX_MODE_UNREGISTERED,
+			.flags = fd_flags(flags),
+			.dev = st.st_dev, .ino = st.st_ino,
+			.pos = path_or_null ? 0 : position(fd),
+		};
+		return;
+	}
+	if (register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
 		return;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
@@ -160,8 +209,7 @@ static void manage_fresh(int fd, const char *path_or_null, int flags)
 	tdax_fds[fd] = (struct tdax_fd){
 		.file_plus1 = idx + 1, .gen = gen,
 		.mode = (uint16_t)choose_mode(),
-		.flags = ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | (twin ? sync : 0) |
-			 ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0),
+		.flags = fd_flags(flags) | (twin ? sync : 0),
 		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
 		.pos = path_or_null ? 0 : position(fd),
@@ -173,8 +221,10 @@ static void manage_fresh(int fd, const char *path_or_null, int flags)
  * file, files.h; or room was made in a full table): register the file
  * again, in place -- other threads may be using the entry, which never
  * reads as unmanaged on the way -- and make the next sync real, since
- * what this descriptor wrote since counted in no entry. Nothing to
- * register: the descriptor goes to the kernel.
+ * what this descriptor wrote since counted in no entry. The same for a
+ * descriptor in unregistered mode whose file needs an entry now: it joins
+ * the file's entry, or makes one. Nothing to register: the descriptor goes
+ * to the kernel.
  */
 void tdax_manage_again(int fd)
 {
@@ -191,15 +241,149 @@ void tdax_manage_again(int fd)
 	tdax_fd_hold(idx);
 	uint32_t old_gen = e->gen;
 	__atomic_store_n(&e->gen, gen, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->file_plus1, idx + 1, __ATOMIC_RELEASE);
-	tdax_fd_unhold(old - 1, old_gen);
+	if (!__atomic_compare_exchange_n(&e->file_plus1, &old, idx + 1, false, __ATOMIC_RELEASE,
+					 __ATOMIC_RELAXED)) {
+		tdax_fd_unhold(idx, gen); /* another thread of the process was first */
+		return;
+	}
+	if (old == TDAX_FD_UNREGISTERED) /* the mode last: it reads the entry */
+		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE);
+	else
+		tdax_fd_unhold(old - 1, old_gen);
 	tdax_mode_of(e)->changed(fd, e, TDAX_FB_METADATA);
 }
 
 void tdax_manage_stdio(int fd)
 {
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	if (e && !registered(e))
+		tdax_manage_again(fd); /* the file needs an entry that says so */
 	struct tdax_ident id;
 	uint32_t idx, gen;
 	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_STDIO);
 }
+
+/* ---- unregistered mode ------------------------------------------------ */
+
+/*
+ * A file opened for writing is registered only when it has something for
+ * tdax to remember: its first sync, a write that must be durable
+ * (RWF_DSYNC, RWF_SYNC), or a path tdax cannot follow (a shared mapping,
+ * asynchronous I/O, a stdio stream). Until then its descriptors are in
+ * unregistered mode: their writes, truncates and allocations are the
+ * kernel's alone, and a file that is never synced costs one load per write.
+ *
+ * Why a look is enough. Another process may register the file and answer
+ * its syncs from the log; then a write made here must make its next sync a
+ * real one. Every registration makes the entry uncovered (its first sync is
+ * real) before it bumps the device's count of registrations (files.h). So
+ * after its real call, this mode reads the count: if it has not moved since
+ * the last look, no entry was made since, and a sync made after this call
+ * returns is either real (the entry is yet to come) or comes after a real
+ * one. If it moved and the index says the file may have an entry, the
+ * descriptor joins it (manage.h) before the call returns, which makes the
+ * file uncovered. A truncate or allocation looks first: a record beyond the
+ * new size must be checkpointed before the kernel cuts the file.
+ */
+
+/* The file's entry, registered now in place (the descriptor joins the
+ * entry another process made, or makes one), or NULL: it could not be
+ * registered and the descriptor is the kernel's. */
+static const struct tdax_fd *register_now(int fd)
+{
+	tdax_manage_again(fd);
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	return e && e->mode != TDAX_MODE_UNREGISTERED ? e : NULL;
+}
+
+/* Did the file get an entry since the last look? Then the descriptor
+ * joins it: its entry, in another mode, is returned; else NULL. */
+static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	uint32_t now = (uint32_t)tdax_files_registrations(dev);
+	if (__builtin_expect(now == __atomic_load_n(&e->gen, __ATOMIC_RELAXED), 1))
+		return NULL;
+	if (!tdax_files_may_have(dev, e->ino)) {
+		__atomic_store_n(&tdax_fds[fd].gen, now, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return register_now(fd);
+}
+
+/* After the kernel's call: the same look as after a write. */
+static int looked_after(int fd, const struct tdax_fd *e, int rc)
+{
+	int err = errno;
+	joined(fd, e);
+	errno = err;
+	return rc;
+}
+
+static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+		      int rwf)
+{
+	if (rwf & (RWF_DSYNC | RWF_SYNC)) {
+		/* Durable when it returns: a sync's business. */
+		const struct tdax_fd *r = register_now(fd);
+		if (r)
+			return tdax_mode_of(r)->write(fd, r, iov, n, off, rwf);
+	}
+	ssize_t r = tdax_mode_real_write(fd, iov, n, off, rwf);
+	if (r > 0)
+		looked_after(fd, e, 0);
+	return r;
+}
+
+static int sync_(int fd, const struct tdax_fd *e, bool datasync)
+{
+	(void)e;
+	const struct tdax_fd *r = register_now(fd);
+	if (r)
+		return tdax_mode_of(r)->sync(fd, r, datasync);
+	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+}
+
+static int ftruncate_(int fd, const struct tdax_fd *e, off_t len)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		return tdax_mode_of(r)->ftruncate(fd, r, len);
+	return looked_after(fd, e, TDAX_REAL(ftruncate)(fd, len));
+}
+
+static int fallocate_(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		return tdax_mode_of(r)->fallocate(fd, r, mode, off, len);
+	return looked_after(fd, e, TDAX_REAL(fallocate)(fd, mode, off, len));
+}
+
+static void changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		tdax_mode_of(r)->changed(fd, r, why);
+}
+
+/* From now on the kernel alone sees what reaches the file: it needs an
+ * entry that says so to every process, for as long as the path is open. */
+static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	(void)e;
+	const struct tdax_fd *r = register_now(fd);
+	if (r)
+		tdax_mode_of(r)->lost_sight(fd, r, why);
+}
+
+static const struct tdax_mode_ops unregistered_mode = {
+	.name = "unregistered",
+	.write = write_,
+	.sync = sync_,
+	.ftruncate = ftruncate_,
+	.fallocate = fallocate_,
+	.changed = changed,
+	.lost_sight = lost_sight,
+};

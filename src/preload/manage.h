@@ -3,7 +3,9 @@
  * file opened for writing, on a file system where a sync costs something,
  * that the device's file table can register. Its entry in the fdtable then
  * says which file it is; the file's mode (mode.h) says how its writes
- * and syncs are served.
+ * and syncs are served. A file that has no entry yet is registered when
+ * it first needs one (its first sync): until then its descriptors are in
+ * unregistered mode (manage.c), the kernel's with one look per write.
  */
 #ifndef TDAX_MANAGE_H
 #define TDAX_MANAGE_H
@@ -27,16 +29,19 @@ bool tdax_manage_wants_path(int dirfd, const char *path, bool follow);
 void tdax_manage(int fd, const char *path_or_null, int flags);
 
 /* Is e's file entry still the one it was made for? (Not when the entry
- * was let go: tdax_files_let_go.) One load of the entry. */
+ * was let go: tdax_files_let_go.) One load of the entry. A descriptor of
+ * a file with no entry (manage.c, unregistered mode) looks for itself. */
 static inline bool tdax_manage_current(const struct tdax_fd *e)
 {
 	/* 0: the descriptor was closed meanwhile (by another thread): nothing to redo. */
 	uint32_t plus1 = __atomic_load_n(&e->file_plus1, __ATOMIC_RELAXED);
-	return !plus1 || tdax_file_at(tdax_rt.dev, plus1 - 1)->gen == e->gen;
+	return !plus1 || plus1 == TDAX_FD_UNREGISTERED ||
+	       tdax_file_at(tdax_rt.dev, plus1 - 1)->gen == e->gen;
 }
 
-/* fd's entry is not current: register its file again (or give fd to the
- * kernel), and make the next sync real. */
+/* fd's entry is not current, or fd's file has none yet (manage.c, unregistered mode):
+ * register its file (again), in place, or give fd to the kernel; the
+ * next sync is real. */
 void tdax_manage_again(int fd);
 
 /* to is now a duplicate of from (dup, dup2, F_DUPFD): it shares from's

@@ -21,6 +21,7 @@
 
 enum tdax_mode {
 	TDAX_MODE_COHERENT = 0, /* the page cache holds the file; upgraded ranges are logged (coherent.h) */
+	TDAX_MODE_UNREGISTERED, /* the file has no entry yet: the kernel's, watched (manage.c) */
 	TDAX_MODES
 };
 
@@ -49,6 +50,19 @@ extern const struct tdax_mode_ops *const tdax_modes[TDAX_MODES];
 static inline const struct tdax_mode_ops *tdax_mode_of(const struct tdax_fd *e)
 {
 	return tdax_modes[e->mode];
+}
+
+/* The real write of a mode's call: at off, or at the file position when
+ * off is -1; with pwritev2's flags when there are some. */
+static inline ssize_t tdax_mode_real_write(int fd, const struct iovec *iov, int n, off_t off, int rwf)
+{
+	if (rwf)
+		return TDAX_REAL(pwritev2)(fd, iov, n, off, rwf);
+	if (off < 0)
+		return n == 1 ? TDAX_REAL(write)(fd, iov[0].iov_base, iov[0].iov_len)
+			      : TDAX_REAL(writev)(fd, iov, n);
+	return n == 1 ? TDAX_REAL(pwrite)(fd, iov[0].iov_base, iov[0].iov_len, off)
+		      : TDAX_REAL(pwritev)(fd, iov, n, off);
 }
 
 #endif

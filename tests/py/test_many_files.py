@@ -5,6 +5,8 @@ still holds an entry another one let go registers the file again before its
 write returns, so a sync anybody makes afterwards is not fooled."""
 import os
 
+import pytest
+
 from conftest import TDAX_ENV, info, power_cut, run, started, tdax_run, TDAX
 
 SMALL_FILES = r"""
@@ -32,6 +34,8 @@ HOLDER = r"""
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 os.pwrite(fd, b"P1" * 2048, 0)
+if sys.argv[3] == "sync":
+    os.fsync(fd)  # registers the file (a real sync)
 print("p1", flush=True)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.005)
@@ -54,15 +58,19 @@ os.kill(os.getpid(), 9)
 """
 
 
-def test_a_write_through_an_entry_let_go_counts_in_the_files_next_entry(dev, diskdir):
-    """P writes (never syncs); Q0 opens and closes the file, which lets P's
-    entry go; Q registers the file anew and syncs (logged, lightweight
-    once covered); P writes again, then Q writes and syncs. Q's sync must
-    make P's second write durable too: P's write has to count in Q's
-    entry, or Q's lightweight sync leaves it in the page cache only."""
+@pytest.mark.parametrize("holder", ["sync", "nosync"])
+def test_a_write_of_another_process_counts_in_the_files_next_entry(dev, diskdir, holder):
+    """P writes; Q0 opens and closes the file; Q registers the file anew
+    and syncs (logged, lightweight once covered); P writes again, then Q
+    writes and syncs. Q's sync must make P's second write durable too: P's
+    write has to count in Q's entry, or Q's lightweight sync leaves it in
+    the page cache only. With "sync", P synced once (its file has an
+    entry) and Q0's close lets that entry go under P: P must register the
+    file again after its write. With "nosync", P's file never had an entry
+    (unregistered mode): P must see Q's registration after its write."""
     path, go1, go2 = diskdir / "shared", diskdir / "go1", diskdir / "go2"
     path.write_bytes(b"\0" * 16384)
-    with started(dev, HOLDER, path, go1, policy="thesis") as p:
+    with started(dev, HOLDER, path, go1, holder, policy="thesis") as p:
         assert p.stdout.readline().strip() == "p1"
         tdax_run(dev, "import os, sys; os.close(os.open(sys.argv[1], os.O_RDWR))", path,
                  policy="thesis")
