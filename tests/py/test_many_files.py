@@ -87,3 +87,42 @@ def test_a_write_of_another_process_counts_in_the_files_next_entry(dev, diskdir,
     rep = power_cut(dev, path)
     assert rep["corrupt"] == 0
     assert path.read_bytes() == expect, "a write acknowledged by another process's sync was lost"
+
+
+WRITER = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(100):
+    os.write(fd, b"w" * 128)
+print("written", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.005)
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    os.write(fd, b"s" * 128)
+    os.fdatasync(fd)
+print("synced", flush=True)
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.005)
+"""
+
+
+def test_a_file_gets_an_entry_at_its_first_sync_not_at_its_open(dev, diskdir):
+    """A file opened for writing and written, never synced, has no entry;
+    its first sync registers it (a real
+    sync), and a stream of syncs is then upgraded as before."""
+    path, go, done = diskdir / "log", diskdir / "go", diskdir / "done"
+    with started(dev, WRITER, path, go, done, policy="thesis") as p:
+        assert p.stdout.readline().strip() == "written"
+        assert info(dev)["files_registered"] == 0, "registered at open"
+        go.write_bytes(b"")
+        assert p.stdout.readline().strip() == "synced"
+        assert info(dev)["files_registered"] == 1, "not registered by its sync"
+        done.write_bytes(b"")
+        p.wait(timeout=30)
+    c = info(dev)["counters"]
+    assert c["real_syncs"] >= 1 and c["light_syncs"] > 0, c
+    data = path.read_bytes()
+    assert data.startswith(b"w" * 12800) and data[12800:] == b"s" * (len(data) - 12800)
+    assert power_cut(dev, path)["corrupt"] == 0
+    assert path.read_bytes() == data
