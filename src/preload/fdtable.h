@@ -43,6 +43,8 @@ struct tdax_fd {
 	 * lands: the end of its last write, or where lseek() put it. Only the
 	 * policy's estimate (coherent_ops.c): never the offset of a record. */
 	_Atomic uint64_t pos;
+	/* Unregistered mode: when this descriptor last synced (coarse ns). */
+	_Atomic uint64_t synced_ns;
 };
 
 #define TDAX_MAX_FDS 65536

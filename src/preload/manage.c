@@ -12,6 +12,7 @@
 #include "preload/fdtable.h"
 #include "preload/mode.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -268,7 +269,8 @@ void tdax_manage_stdio(int fd)
 
 /*
  * A file opened for writing is registered only when it has something for
- * tdax to remember: its first sync, a write that must be durable
+ * tdax to remember: a sync stream (its second sync within the writeback
+ * window, tracking.h), a write that must be durable
  * (RWF_DSYNC, RWF_SYNC), or a path tdax cannot follow (a shared mapping,
  * asynchronous I/O, a stdio stream). Until then its descriptors are in
  * unregistered mode: their writes, truncates and allocations are the
@@ -336,12 +338,17 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	return r;
 }
 
+/* A sync that begins a stream (tracking.h) registers the file: the policy
+ * can learn from it. A lone one -- a file synced once, when it is made or
+ * before it is closed -- is the kernel's and leaves no entry. */
 static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 {
-	(void)e;
-	const struct tdax_fd *r = register_now(fd);
+	uint64_t now = tdax_coarse_ns();
+	uint64_t prev = atomic_exchange_explicit(&tdax_fds[fd].synced_ns, now, memory_order_relaxed);
+	const struct tdax_fd *r = tdax_tracking_stream(prev, now) ? register_now(fd) : joined(fd, e);
 	if (r)
 		return tdax_mode_of(r)->sync(fd, r, datasync);
+	tdax_count(TDAX_ST_REAL_SYNCS, 1);
 	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 }
 

@@ -4,7 +4,7 @@
  * that the device's file table can register. Its entry in the fdtable then
  * says which file it is; the file's mode (mode.h) says how its writes
  * and syncs are served. A file that has no entry yet is registered when
- * it first needs one (its first sync): until then its descriptors are in
+ * it first needs one (a sync stream begins): until then its descriptors are in
  * unregistered mode (manage.c), the kernel's with one look per write.
  */
 #ifndef TDAX_MANAGE_H

@@ -90,6 +90,13 @@ static bool belongs(const struct tdax_range *r, uint32_t idx, uint32_t gen)
 	return k && (uint32_t)(k >> 32) == idx + 1 && atomic_load(&r->fgen) == gen;
 }
 
+bool tdax_tracking_stream(uint64_t prev, uint64_t now)
+{
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	return prev && now - prev <= t.wb_window_ns;
+}
+
 void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 {
 	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
@@ -100,7 +107,7 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
-	bool stream = prev && now - prev <= t.wb_window_ns;
+	bool stream = tdax_tracking_stream(prev, now);
 	if (stream && !atomic_load_explicit(&rt->streamed, memory_order_relaxed))
 		atomic_store_explicit(&rt->streamed, 1, memory_order_relaxed);
 	for (int i = 0; i < 6; i++) {

@@ -20,6 +20,10 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
  * a range the table does not have yet is not logged. */
 bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 
+/* Is a sync at now, after one at prev (0: none), part of a sync stream
+ * (within the writeback window)? Only a stream can upgrade a range. */
+bool tdax_tracking_stream(uint64_t prev, uint64_t now);
+
 /* A sync of the file: count its writebacks and decide; a range marked for
  * a job wakes the write-back thread (wake.h). */
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
