@@ -460,11 +460,40 @@ EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
  * vfork: the child shares the parent's memory until it execs, so every
  * close, dup2 or close_range it makes on the way (CPython's subprocess
  * does all three) would change the parent's descriptor table and make the
- * parent forget, or worse mistake, its own descriptors. Under tdax a
- * vfork is a fork: the same for every program that uses vfork as POSIX
- * allows (exec or _exit in the child), at the cost of copying page tables.
+ * parent forget, or worse mistake, its own descriptors. So a process that
+ * has attached gets a fork: the same for every program that uses vfork as
+ * POSIX allows (exec or _exit in the child), at the cost of copying page
+ * tables (a shell's every command: ~0.1 ms). One that has not attached,
+ * with one thread, has nothing a child could change but its marks, and
+ * the child is kept from those (tdax_vfork_shares): it gets the real
+ * vfork.
+ *
+ * The hook itself must leave no frame: the child returns from vfork on
+ * the caller's stack and calls on, over anything the hook kept there,
+ * before the parent returns. So vfork is a stub that asks which function
+ * to run, then jumps to it (x86-64; elsewhere, always a fork).
  */
+EXPORT pid_t vfork(void);
+
+__attribute__((visibility("hidden"))) void *tdax_vfork_target(void);
+__attribute__((visibility("hidden"))) void *tdax_vfork_target(void)
+{
+	return tdax_vfork_shares() ? (void *)TDAX_REAL(vfork) : (void *)fork;
+}
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"\tsub $8, %rsp\n" /* the ABI's alignment for the call */
+	"\tcall tdax_vfork_target\n"
+	"\tadd $8, %rsp\n"
+	"\tjmp *%rax\n"
+	".size vfork, .-vfork\n");
+#else
 EXPORT pid_t vfork(void)
 {
 	return fork();
 }
+#endif

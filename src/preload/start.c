@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -178,9 +179,24 @@ bool tdax_inherited(int fd)
 	       (atomic_load_explicit(&inherited_map[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
 }
 
+/* The process whose memory a vfork child shares (tdax_vfork_shares), or 0. */
+static _Atomic pid_t vfork_parent;
+
+/* Is this a vfork child? (A system call only after a vfork that shared.) */
+static bool in_vfork_child(void)
+{
+	pid_t p = atomic_load_explicit(&vfork_parent, memory_order_relaxed);
+	if (!p)
+		return false;
+	if (getpid() != p)
+		return true;
+	atomic_store(&vfork_parent, 0); /* the parent: its one thread runs again, the child is gone */
+	return false;
+}
+
 void tdax_inherited_closed(int fd)
 {
-	if (tdax_inherited(fd))
+	if (tdax_inherited(fd) && !in_vfork_child())
 		atomic_fetch_and(&inherited_map[fd / 64], ~((uint64_t)1 << (fd % 64)));
 }
 
@@ -193,6 +209,8 @@ bool tdax_attach(void)
 	int none = 0;
 	if (atomic_load(&attach_state) == 2 || attaching)
 		return tdax_rt.dev != NULL; /* (attaching: a signal handler's call in the middle) */
+	if (in_vfork_child())
+		return false;
 	if (atomic_compare_exchange_strong(&attach_state, &none, 1)) {
 		attaching = true;
 		tdax_inside++;
@@ -217,8 +235,18 @@ static void before_fork(void)
 	TDAX_REAL(execvpe);
 }
 
+bool tdax_vfork_shares(void)
+{
+	if (atomic_load(&attach_state) != 0 || !__libc_single_threaded)
+		return false;
+	before_fork();
+	atomic_store(&vfork_parent, getpid());
+	return true;
+}
+
 static void at_fork_child(void)
 {
+	atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
 		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
 	/* A thread of the parent was attaching: nobody will finish it here. */

@@ -18,8 +18,19 @@
 #include "preload/state.h"
 
 /* Attach to the device if this process has not (once; every other thread
- * waits for the first). True if tdax is on now. */
+ * waits for the first). True if tdax is on now. Never in a vfork child
+ * (tdax_vfork_shares): false there. */
 bool tdax_attach(void);
+
+/*
+ * May a vfork child share this process's memory? Only while the process
+ * has nothing of tdax a child could change -- not attached, not attaching,
+ * one thread (no other thread can attach while the child runs) -- and the
+ * exec functions are looked up already (a vfork child must not). If so,
+ * the child is recorded as one: it never attaches and leaves the inherited
+ * descriptors' marks alone, so its calls are the kernel's until it execs.
+ */
+bool tdax_vfork_shares(void);
 
 /* Is tdax on, attaching first if the process was waiting for a reason to?
  * For the hooks whose call may concern records: rename (a file's or a

@@ -81,7 +81,8 @@ extern struct tdax_runtime tdax_rt;
 	X(fopen, void *, (const char *, const char *))                                \
 	X(fdopen, void *, (int, const char *))                                        \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
-	X(execvpe, int, (const char *, char *const[], char *const[]))
+	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
+	X(vfork, pid_t, (void))
 
 #define TDAX_REAL_FIELD(name, ret, params) ret(*name) params;
 struct tdax_real {

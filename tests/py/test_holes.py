@@ -6,6 +6,7 @@ kept), recovers, and compares with what was acknowledged."""
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
@@ -173,6 +174,36 @@ os.pwrite(fd, b"y" * 100, 0); os.fsync(fd)
 """
     tdax_run(dev, code, path)
     assert info(dev)["counters"]["light_syncs"] == 2
+
+
+def test_a_vfork_child_of_a_process_not_attached_leaves_its_inherited_descriptors(dev, diskdir):
+    """A process that has not attached vforks for real (a shell's every
+    command); its child's close_range must not clear the parent's note of
+    a file descriptor it inherited, or the parent's writes through it would
+    go unseen (the file would never get an entry)."""
+    path, ready = diskdir / "f", diskdir / "ready"
+    code = r"""
+import os, subprocess, sys, time
+subprocess.run(["/bin/true"], close_fds=True)  # the child closes fd 5 on its way
+for i in range(3):
+    os.write(5, b"x" * 100); os.fsync(5)  # attaches; the second sync registers the file
+open(sys.argv[1], "w").close()
+time.sleep(60)
+"""
+    e = dict(os.environ, **TDAX_ENV)
+    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", "/bin/sh", "-c",
+                          'exec 5>>"$1"; exec "$2" -B -c "$3" "$4"', "sh", path, PY, code, ready],
+                         env=e, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ready.exists(), "the script did not get through"
+        assert info(dev)["files_registered"] == 1, "the inherited descriptor was forgotten"
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait()
+    assert path.read_bytes() == b"x" * 300
 
 
 # ---- tdax's own descriptors -------------------------------------------
