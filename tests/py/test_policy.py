@@ -54,8 +54,10 @@ def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir):
     s = status(dev, "-v")
     f = [x for x in s["files"] if x["path"] == str(path)][0]
     assert f["upgraded"] >= 1
-    r = f["range_detail"][0]
-    assert r["state"] == "upgraded" and r["metric"] > 60 and r["writes"] > 0
+    # The appends cross ranges (those behind decay); the details are in
+    # table order: look at the upgraded ones.
+    up = [r for r in f["range_detail"] if r["state"] == "upgraded"]
+    assert any(r["metric"] > 60 and r["writes"] > 0 for r in up), f["range_detail"]
     (diskdir / "go").write_bytes(b"")
     p.wait()
     c = status(dev)["counters"]
