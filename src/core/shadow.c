@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,6 +33,27 @@ static bool copy_name(char out[PATH_MAX], const char *path)
 	return snprintf(out, PATH_MAX, "%s.tdax-durable", path) < PATH_MAX;
 }
 
+/*
+ * The copies of one file are taken one at a time, by every thread and
+ * process: two at once (the write-back thread's and an exit's checkpoint)
+ * would write one temporary file, or rename an older copy over a newer
+ * one. The lock is the directory's (flock): no file of the test's own in
+ * the application's directory, never a lock on the application's file.
+ */
+static int lock_copy(const char *dst)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", dst);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return -1;
+	*(slash == dir ? slash + 1 : slash) = '\0';
+	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		tdax_syscall(SYS_flock, fd, LOCK_EX);
+	return fd;
+}
+
 void tdax_shadow_before_sync(int fd, const char *path)
 {
 	if (!tdax_shadow_on())
@@ -39,8 +61,9 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	char tmp[PATH_MAX], dst[PATH_MAX];
 	if (!copy_name(dst, path))
 		return;
-	if (snprintf(tmp, sizeof(tmp), "%s.%d", dst, (int)getpid()) >= (int)sizeof(tmp))
+	if (snprintf(tmp, sizeof(tmp), "%s.%d", dst, (int)tdax_syscall(SYS_gettid)) >= (int)sizeof(tmp))
 		return;
+	int lock = lock_copy(dst);
 	/* thread-self: the write-back thread has a descriptor table of its own. */
 	int in = (int)tdax_syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char self[64];
@@ -62,6 +85,8 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	if (in >= 0)
 		tdax_syscall(SYS_close, in);
 	tdax_syscall(SYS_rename, tmp, dst);
+	if (lock >= 0)
+		tdax_syscall(SYS_close, lock); /* and the lock with it */
 }
 
 void tdax_shadow_unlinked(const char *path)
