@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "preload/coherent.h"
 #include "core/log.h"
+#include "preload/mode.h"
 #include "preload/tracking.h"
 #include "core/recover.h"
 #include "core/shadow.h"
@@ -169,7 +170,7 @@ static int real_sync(int fd, bool datasync)
 		return -1;
 	}
 #endif
-	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+	return tdax_mode_real_sync(fd, datasync);
 }
 
 /* Is fd the file of entry idx, generation gen? A sync of anything else
@@ -186,7 +187,7 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (!is_file(fd, idx, gen))
-		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+		return tdax_mode_real_sync(fd, datasync);
 	/* Take the snapshots before the sync: what was written before it is
 	 * covered by it; later writes keep their records and counts. The age
 	 * and size of what is logged are taken first, so that a record logged
@@ -256,10 +257,10 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		/* The number names another file now (closed and reused in a
 		 * way tdax did not see): not ours to answer or to release. */
 		tdax_fd_forget(fd);
-		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+		return tdax_mode_real_sync(fd, datasync);
 	}
 	if (f->gen != e->gen)
-		return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+		return tdax_mode_real_sync(fd, datasync);
 	tdax_tracking_sync(idx, e->gen);
 	int err = atomic_exchange(&rt->wb_error, 0);
 	if (err) {
@@ -274,7 +275,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		if (size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
-				return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+				return tdax_mode_real_sync(fd, datasync);
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);

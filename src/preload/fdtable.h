@@ -29,7 +29,7 @@ enum {
 	TDAX_FD_SYNC = 4,   /* O_SYNC: written through the twin, then a sync */
 	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
 };
-/* file_plus1 of a descriptor whose file has no entry yet (manage.c, unregistered mode);
+/* file_plus1 of a descriptor whose file has no entry yet (unregistered.h);
  * its gen is then the device's count of registrations at the last look. */
 #define TDAX_FD_UNREGISTERED UINT32_MAX
 struct tdax_fd {

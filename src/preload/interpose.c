@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "preload/checkpoint.h"
+#include "preload/coherent.h"
+#include "preload/unregistered.h"
 #include "preload/manage.h"
 #include "preload/mode.h"
 #include "preload/names.h"
@@ -28,6 +30,12 @@
 #include "preload/state.h"
 #include "core/trace.h"
 #include "preload/writeback.h"
+
+/* The modes, by enum tdax_mode (mode.h). */
+const struct tdax_mode_ops *const tdax_modes[TDAX_MODES] = {
+	[TDAX_MODE_COHERENT] = &tdax_coherent_mode,
+	[TDAX_MODE_UNREGISTERED] = &tdax_unregistered_mode,
+};
 
 static const struct tdax_fd *managed(int fd)
 {

@@ -1,33 +1,26 @@
 /*
  * manage -- which descriptors tdax manages (manage.h): the choice when a
  * descriptor is made (open, exec, dup), the file's registration -- at once,
- * or when the file first needs an entry (unregistered mode, at the end of
- * this file) -- and the file's mode (mode.h: the table of modes lives
- * here, with the choice).
+ * or when the file first needs an entry (unregistered.h) -- and the
+ * file's mode (mode.h; the table of modes is the hooks', interpose.c).
  */
 #define _GNU_SOURCE
 #include "preload/manage.h"
+#include "core/sys.h"
 #include "core/trace.h"
 #include "preload/coherent.h"
 #include "preload/fdtable.h"
 #include "preload/mode.h"
 #include "preload/state.h"
-#include "preload/tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <unistd.h>
-
-static const struct tdax_mode_ops unregistered_mode;
-
-const struct tdax_mode_ops *const tdax_modes[TDAX_MODES] = {
-	[TDAX_MODE_COHERENT] = &tdax_coherent_mode,
-	[TDAX_MODE_UNREGISTERED] = &unregistered_mode,
-};
 
 /* Coherent mode is the only one for a registered file yet. */
 static enum tdax_mode choose_mode(void)
@@ -91,19 +84,19 @@ bool tdax_manage_wants(int fd, int flags)
 
 bool tdax_manage_wants_path(int dirfd, const char *path, bool follow)
 {
-	int fd = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	int fd = tdax_sys_openat(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW), 0);
 	if (fd < 0)
 		return false;
 	struct stat st;
 	bool yes = qualifies(fd, O_WRONLY, &st);
-	TDAX_REAL(close)(fd);
+	tdax_sys_close(fd);
 	return yes;
 }
 
 /* Where an inherited descriptor is (one just opened is at 0). */
 static uint64_t position(int fd)
 {
-	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
+	long pos = tdax_syscall(SYS_lseek, fd, 0, SEEK_CUR);
 	return pos < 0 ? 0 : (uint64_t)pos;
 }
 
@@ -155,7 +148,7 @@ static uint16_t fd_flags(int flags)
 }
 
 /*
- * Can fd wait for its file's registration (unregistered mode, below)? Not when the
+ * Can fd wait for its file's registration (unregistered.h)? Not when the
  * file has an entry already (the descriptor joins it), nor when its writes
  * must be durable at once (O_SYNC, O_DSYNC), every write is to be logged
  * (policy always) or traced (a trace has every write of every file opened
@@ -251,7 +244,7 @@ void tdax_manage_again(int fd)
 		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE);
 	else
 		tdax_fd_unhold(old - 1, old_gen);
-	tdax_mode_of(e)->changed(fd, e, TDAX_FB_METADATA);
+	tdax_coherent_changed(fd, e, TDAX_FB_METADATA); /* its mode (choose_mode) */
 }
 
 void tdax_manage_stdio(int fd)
@@ -264,133 +257,3 @@ void tdax_manage_stdio(int fd)
 	if (tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_STDIO);
 }
-
-/* ---- unregistered mode ------------------------------------------------ */
-
-/*
- * A file opened for writing is registered only when it has something for
- * tdax to remember: a sync stream (its second sync within the writeback
- * window, tracking.h), a write that must be durable
- * (RWF_DSYNC, RWF_SYNC), or a path tdax cannot follow (a shared mapping,
- * asynchronous I/O, a stdio stream). Until then its descriptors are in
- * unregistered mode: their writes, truncates and allocations are the
- * kernel's alone, and a file that is never synced costs one load per write.
- *
- * Why a look is enough. Another process may register the file and answer
- * its syncs from the log; then a write made here must make its next sync a
- * real one. Every registration makes the entry uncovered (its first sync is
- * real) before it bumps the device's count of registrations (files.h). So
- * after its real call, this mode reads the count: if it has not moved since
- * the last look, no entry was made since, and a sync made after this call
- * returns is either real (the entry is yet to come) or comes after a real
- * one. If it moved and the index says the file may have an entry, the
- * descriptor joins it (manage.h) before the call returns, which makes the
- * file uncovered. A truncate or allocation looks first: a record beyond the
- * new size must be checkpointed before the kernel cuts the file.
- */
-
-/* The file's entry, registered now in place (the descriptor joins the
- * entry another process made, or makes one), or NULL: it could not be
- * registered and the descriptor is the kernel's. */
-static const struct tdax_fd *register_now(int fd)
-{
-	tdax_manage_again(fd);
-	const struct tdax_fd *e = tdax_fd_get(fd);
-	return e && e->mode != TDAX_MODE_UNREGISTERED ? e : NULL;
-}
-
-/* Did the file get an entry since the last look? Then the descriptor
- * joins it: its entry, in another mode, is returned; else NULL. */
-static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
-{
-	struct tdax_device *dev = tdax_rt.dev;
-	uint32_t now = (uint32_t)tdax_files_registrations(dev);
-	if (__builtin_expect(now == __atomic_load_n(&e->gen, __ATOMIC_RELAXED), 1))
-		return NULL;
-	if (!tdax_files_may_have(dev, e->ino)) {
-		__atomic_store_n(&tdax_fds[fd].gen, now, __ATOMIC_RELAXED);
-		return NULL;
-	}
-	return register_now(fd);
-}
-
-/* After the kernel's call: the same look as after a write. */
-static int looked_after(int fd, const struct tdax_fd *e, int rc)
-{
-	int err = errno;
-	joined(fd, e);
-	errno = err;
-	return rc;
-}
-
-static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
-		      int rwf)
-{
-	if (rwf & (RWF_DSYNC | RWF_SYNC)) {
-		/* Durable when it returns: a sync's business. */
-		const struct tdax_fd *r = register_now(fd);
-		if (r)
-			return tdax_mode_of(r)->write(fd, r, iov, n, off, rwf);
-	}
-	ssize_t r = tdax_mode_real_write(fd, iov, n, off, rwf);
-	if (r > 0)
-		looked_after(fd, e, 0);
-	return r;
-}
-
-/* A sync that begins a stream (tracking.h) registers the file: the policy
- * can learn from it. A lone one -- a file synced once, when it is made or
- * before it is closed -- is the kernel's and leaves no entry. */
-static int sync_(int fd, const struct tdax_fd *e, bool datasync)
-{
-	uint64_t now = tdax_coarse_ns();
-	uint64_t prev = atomic_exchange_explicit(&tdax_fds[fd].synced_ns, now, memory_order_relaxed);
-	const struct tdax_fd *r = tdax_tracking_stream(prev, now) ? register_now(fd) : joined(fd, e);
-	if (r)
-		return tdax_mode_of(r)->sync(fd, r, datasync);
-	tdax_count(TDAX_ST_REAL_SYNCS, 1);
-	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
-}
-
-static int ftruncate_(int fd, const struct tdax_fd *e, off_t len)
-{
-	const struct tdax_fd *r = joined(fd, e);
-	if (r)
-		return tdax_mode_of(r)->ftruncate(fd, r, len);
-	return looked_after(fd, e, TDAX_REAL(ftruncate)(fd, len));
-}
-
-static int fallocate_(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
-{
-	const struct tdax_fd *r = joined(fd, e);
-	if (r)
-		return tdax_mode_of(r)->fallocate(fd, r, mode, off, len);
-	return looked_after(fd, e, TDAX_REAL(fallocate)(fd, mode, off, len));
-}
-
-static void changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
-{
-	const struct tdax_fd *r = joined(fd, e);
-	if (r)
-		tdax_mode_of(r)->changed(fd, r, why);
-}
-
-/* From now on the kernel alone sees what reaches the file: it needs an
- * entry that says so to every process, for as long as the path is open. */
-static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
-{
-	(void)e;
-	const struct tdax_fd *r = register_now(fd);
-	if (r)
-		tdax_mode_of(r)->lost_sight(fd, r, why);
-}
-
-static const struct tdax_mode_ops unregistered_mode = {
-	.name = "unregistered",
-	.write = write_,
-	.sync = sync_,
-	.ftruncate = ftruncate_,
-	.fallocate = fallocate_,
-	.changed = changed,
-	.lost_sight = lost_sight,
-};

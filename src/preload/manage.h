@@ -5,7 +5,7 @@
  * says which file it is; the file's mode (mode.h) says how its writes
  * and syncs are served. A file that has no entry yet is registered when
  * it first needs one (a sync stream begins): until then its descriptors are in
- * unregistered mode (manage.c), the kernel's with one look per write.
+ * unregistered mode (unregistered.h), the kernel's with one look per write.
  */
 #ifndef TDAX_MANAGE_H
 #define TDAX_MANAGE_H
@@ -30,7 +30,7 @@ void tdax_manage(int fd, const char *path_or_null, int flags);
 
 /* Is e's file entry still the one it was made for? (Not when the entry
  * was let go: tdax_files_let_go.) One load of the entry. A descriptor of
- * a file with no entry (manage.c, unregistered mode) looks for itself. */
+ * a file with no entry (unregistered.h) looks for itself. */
 static inline bool tdax_manage_current(const struct tdax_fd *e)
 {
 	/* 0: the descriptor was closed meanwhile (by another thread): nothing to redo. */
@@ -39,7 +39,7 @@ static inline bool tdax_manage_current(const struct tdax_fd *e)
 	       tdax_file_at(tdax_rt.dev, plus1 - 1)->gen == e->gen;
 }
 
-/* fd's entry is not current, or fd's file has none yet (manage.c, unregistered mode):
+/* fd's entry is not current, or fd's file has none yet (unregistered.h):
  * register its file (again), in place, or give fd to the kernel; the
  * next sync is real. */
 void tdax_manage_again(int fd);

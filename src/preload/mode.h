@@ -7,7 +7,7 @@
  * ones, untouched (the passthrough path of the hooks).
  *
  * Adding a mode adds a file with its table, a value here, its place in
- * tdax_modes and the choice (both in manage.c); no hook changes.
+ * tdax_modes (interpose.c) and the choice (manage.c); no other hook changes.
  */
 #ifndef TDAX_MODE_H
 #define TDAX_MODE_H
@@ -21,7 +21,7 @@
 
 enum tdax_mode {
 	TDAX_MODE_COHERENT = 0, /* the page cache holds the file; upgraded ranges are logged (coherent.h) */
-	TDAX_MODE_UNREGISTERED, /* the file has no entry yet: the kernel's, watched (manage.c) */
+	TDAX_MODE_UNREGISTERED, /* the file has no entry yet: the kernel's, watched (unregistered.h) */
 	TDAX_MODES
 };
 
@@ -44,13 +44,15 @@ struct tdax_mode_ops {
 	void (*lost_sight)(int fd, const struct tdax_fd *e, enum tdax_fallback why);
 };
 
-/* Indexed by enum tdax_mode (manage.c). */
+/* Indexed by enum tdax_mode (interpose.c: the hooks' table). */
 extern const struct tdax_mode_ops *const tdax_modes[TDAX_MODES];
 
 static inline const struct tdax_mode_ops *tdax_mode_of(const struct tdax_fd *e)
 {
 	return tdax_modes[e->mode];
 }
+
+/* ---- the real calls a mode's entries end in ------------------------ */
 
 /* The real write of a mode's call: at off, or at the file position when
  * off is -1; with pwritev2's flags when there are some. */
@@ -63,6 +65,22 @@ static inline ssize_t tdax_mode_real_write(int fd, const struct iovec *iov, int 
 			      : TDAX_REAL(writev)(fd, iov, n);
 	return n == 1 ? TDAX_REAL(pwrite)(fd, iov[0].iov_base, iov[0].iov_len, off)
 		      : TDAX_REAL(pwritev)(fd, iov, n, off);
+}
+
+/* The real fdatasync (datasync) or fsync. */
+static inline int tdax_mode_real_sync(int fd, bool datasync)
+{
+	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+}
+
+static inline int tdax_mode_real_ftruncate(int fd, off_t len)
+{
+	return TDAX_REAL(ftruncate)(fd, len);
+}
+
+static inline int tdax_mode_real_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return TDAX_REAL(fallocate)(fd, mode, off, len);
 }
 
 #endif

@@ -1,0 +1,132 @@
+/*
+ * unregistered -- unregistered mode (unregistered.h): the kernel's calls,
+ * and a look after each change at whether the file got an entry meanwhile.
+ *
+ * Why a look is enough. Another process may register the file and answer
+ * its syncs from the log; then a write made here must make its next sync a
+ * real one. Every registration makes the entry uncovered (its first sync is
+ * real) before it bumps the device's count of registrations (files.h). So
+ * after its real call, this mode reads the count: if it has not moved since
+ * the last look, no entry was made since, and a sync made after this call
+ * returns is either real (the entry is yet to come) or comes after a real
+ * one. If it moved and the index says the file may have an entry, the
+ * descriptor joins it (manage.h) before the call returns, which makes the
+ * file uncovered. A truncate or allocation looks first: a record beyond the
+ * new size must be checkpointed before the kernel cuts the file.
+ */
+#define _GNU_SOURCE
+#include "preload/unregistered.h"
+#include "core/files.h"
+#include "preload/coherent.h"
+#include "preload/manage.h"
+#include "preload/tracking.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* The file's entry, registered now in place (the descriptor joins the
+ * entry another process made, or makes one), or NULL: it could not be
+ * registered and the descriptor is the kernel's. A registered file is in
+ * coherent mode (the only one yet): the calls below go on there. */
+static const struct tdax_fd *register_now(int fd)
+{
+	tdax_manage_again(fd);
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	return e && e->mode != TDAX_MODE_UNREGISTERED ? e : NULL;
+}
+
+/* Did the file get an entry since the last look? Then the descriptor
+ * joins it: its entry, in another mode, is returned; else NULL. */
+static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	uint32_t now = (uint32_t)tdax_files_registrations(dev);
+	if (__builtin_expect(now == __atomic_load_n(&e->gen, __ATOMIC_RELAXED), 1))
+		return NULL;
+	if (!tdax_files_may_have(dev, e->ino)) {
+		__atomic_store_n(&tdax_fds[fd].gen, now, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return register_now(fd);
+}
+
+/* After the kernel's call: the same look as after a write. */
+static int looked_after(int fd, const struct tdax_fd *e, int rc)
+{
+	int err = errno;
+	joined(fd, e);
+	errno = err;
+	return rc;
+}
+
+static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+		      int rwf)
+{
+	if (rwf & (RWF_DSYNC | RWF_SYNC)) {
+		/* Durable when it returns: a sync's business. */
+		const struct tdax_fd *r = register_now(fd);
+		if (r)
+			return tdax_coherent_write(fd, r, iov, n, off, rwf);
+	}
+	ssize_t r = tdax_mode_real_write(fd, iov, n, off, rwf);
+	if (r > 0)
+		looked_after(fd, e, 0);
+	return r;
+}
+
+/* A sync that begins a stream (tracking.h) registers the file: the policy
+ * can learn from it. A lone one -- a file synced once, when it is made or
+ * before it is closed -- is the kernel's and leaves no entry. */
+static int sync_(int fd, const struct tdax_fd *e, bool datasync)
+{
+	uint64_t now = tdax_coarse_ns();
+	uint64_t prev = atomic_exchange_explicit(&tdax_fds[fd].synced_ns, now, memory_order_relaxed);
+	const struct tdax_fd *r = tdax_tracking_stream(prev, now) ? register_now(fd) : joined(fd, e);
+	if (r)
+		return tdax_coherent_sync(fd, r, datasync);
+	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	return tdax_mode_real_sync(fd, datasync);
+}
+
+static int ftruncate_(int fd, const struct tdax_fd *e, off_t len)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		return tdax_coherent_ftruncate(fd, r, len);
+	return looked_after(fd, e, tdax_mode_real_ftruncate(fd, len));
+}
+
+static int fallocate_(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		return tdax_coherent_fallocate(fd, r, mode, off, len);
+	return looked_after(fd, e, tdax_mode_real_fallocate(fd, mode, off, len));
+}
+
+static void changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		tdax_coherent_changed(fd, r, why);
+}
+
+/* From now on the kernel alone sees what reaches the file: it needs an
+ * entry that says so to every process, for as long as the path is open. */
+static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
+{
+	(void)e;
+	const struct tdax_fd *r = register_now(fd);
+	if (r)
+		tdax_coherent_unmanage(fd, r->file_plus1 - 1, r->gen, why);
+}
+
+const struct tdax_mode_ops tdax_unregistered_mode = {
+	.name = "unregistered",
+	.write = write_,
+	.sync = sync_,
+	.ftruncate = ftruncate_,
+	.fallocate = fallocate_,
+	.changed = changed,
+	.lost_sight = lost_sight,
+};
