@@ -240,10 +240,13 @@ void tdax_manage_again(int fd)
 		tdax_fd_unhold(idx, gen); /* another thread of the process was first */
 		return;
 	}
-	if (old == TDAX_FD_UNREGISTERED) /* the mode last: it reads the entry */
-		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE);
-	else
+	if (old == TDAX_FD_UNREGISTERED) {
+		/* Its writes did not keep the estimate of where the next one lands. */
+		atomic_store_explicit(&e->pos, position(fd), memory_order_relaxed);
+		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE); /* last: it reads the entry */
+	} else {
 		tdax_fd_unhold(old - 1, old_gen);
+	}
 	tdax_coherent_changed(fd, e, TDAX_FB_METADATA); /* its mode (choose_mode) */
 }
 

@@ -3,6 +3,7 @@ last descriptor of it closes and it keeps nothing (no records, never
 synced), so a device serves any number of files over time; a process that
 still holds an entry another one let go registers the file again before its
 write returns, so a sync anybody makes afterwards is not fooled."""
+import json
 import os
 
 import pytest
@@ -127,3 +128,27 @@ def test_a_file_gets_an_entry_at_its_first_sync_not_at_its_open(dev, diskdir):
     assert data.startswith(b"w" * 12800) and data[12800:] == b"s" * (len(data) - 12800)
     assert power_cut(dev, path)["corrupt"] == 0
     assert path.read_bytes() == data
+
+
+SEQUENTIAL = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"u" * 65536)  # 16 pages before the file has an entry
+for i in range(20):
+    os.write(fd, b"s" * 4096); os.fdatasync(fd)  # the second sync registers the file
+"""
+
+
+def test_a_file_registered_late_is_tracked_where_its_writes_land(dev, diskdir):
+    """Writes at the file position made before the file had an entry keep
+    no estimate of where the next one lands; registering takes it from the
+    kernel, so the policy counts the writes that follow in their own
+    ranges (1-page ranges here), not from offset 0."""
+    run(TDAX, "set", "--device", dev, "granularity_order=0", check=0)
+    path = diskdir / "seq"
+    with started(dev, SEQUENTIAL + "\nprint('done', flush=True)\nimport time; time.sleep(60)\n",
+                 path, policy="thesis") as p:
+        assert p.stdout.readline().strip() == "done"
+        st = json.loads(run(TDAX, "status", "--device", dev, "--json", "-v", check=0).stdout)
+    ranges = [r["range"] for f in st["files"] if f["path"] == str(path) for r in f["range_detail"]]
+    assert ranges and min(ranges) >= 16, ranges
