@@ -246,7 +246,13 @@ bool tdax_vfork_shares(void)
 
 static void at_fork_child(void)
 {
-	atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
+	if (atomic_load_explicit(&vfork_parent, memory_order_relaxed))
+		atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
+	/* Never attached: nothing of tdax's to set right, and nothing written
+	 * (each page written in a child of fork costs it a copy: a shell's
+	 * every command). */
+	if (atomic_load(&attach_state) == 0)
+		return;
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
 		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
 	/* A thread of the parent was attaching: nobody will finish it here. */

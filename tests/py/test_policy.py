@@ -5,7 +5,26 @@ import os
 import subprocess
 import time
 
+import crashtest
+import pytest
 from conftest import PY, TDAX, TDAX_ENV, info, run
+
+
+@pytest.fixture
+def spawn(dev):
+    """Start code under `tdax run` (a session of its own); whatever the test
+    started is killed at its end, passed or failed (a stream left running
+    would load the machine for good)."""
+    procs = []
+
+    def start(policy, code, *args, stdout=None):
+        p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", policy, "--", PY, "-c", code,
+                              *args], stdout=stdout, text=True, env=dict(os.environ, **TDAX_ENV),
+                             start_new_session=True)
+        procs.append(p)
+        return p
+    yield start
+    crashtest.kill_tree(procs)
 
 
 def status(dev, *flags):
@@ -45,11 +64,9 @@ time.sleep(0.1)
 """
 
 
-def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir):
+def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir, spawn):
     path = diskdir / "wal"
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
-                          path, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **TDAX_ENV))
+    p = spawn("thesis", STREAM, path, "0.5", diskdir / "go", stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "phase1"
     s = status(dev, "-v")
     f = [x for x in s["files"] if x["path"] == str(path)][0]
@@ -64,14 +81,12 @@ def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir):
     assert c["upgrades"] >= 1 and c["light_syncs"] > c["real_syncs"]
 
 
-def test_tunable_change_reaches_a_running_process(dev, diskdir):
+def test_tunable_change_reaches_a_running_process(dev, diskdir, spawn):
     """U=100 can never be exceeded: nothing is upgraded. Lowered while the
     process runs, its next syncs upgrade the range."""
     run(TDAX, "set", "--device", dev, "upgrade_threshold=100", check=0)
     path = diskdir / "wal"
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
-                          path, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **TDAX_ENV))
+    p = spawn("thesis", STREAM, path, "0.5", diskdir / "go", stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "phase1"
     time.sleep(0.05)
     before = status(dev)["counters"]
@@ -83,7 +98,7 @@ def test_tunable_change_reaches_a_running_process(dev, diskdir):
     assert after["upgrades"] >= 1 and after["light_syncs"] > 100
 
 
-def test_a_file_synced_every_5_seconds_is_never_upgraded(dev, diskdir):
+def test_a_file_synced_every_5_seconds_is_never_upgraded(dev, diskdir, spawn):
     code = r"""
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
@@ -94,8 +109,7 @@ while time.time() - t0 < 11:
         os.fdatasync(fd)
     time.sleep(0.1)
 """
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", code,
-                          diskdir / "slow"], env=dict(os.environ, **TDAX_ENV))
+    p = spawn("thesis", code, diskdir / "slow")
     seen = []
     while p.poll() is None:
         s = status(dev)
@@ -107,10 +121,8 @@ while time.time() - t0 < 11:
     assert c["upgrades"] == 0 and c["light_syncs"] == 0 and c["real_syncs"] >= 2
 
 
-def test_policy_never_tracks_but_never_upgrades(dev, diskdir):
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "never", "--", PY, "-c", STREAM,
-                          diskdir / "wal", "0.3", diskdir / "go"], stdout=subprocess.PIPE,
-                         text=True, env=dict(os.environ, **TDAX_ENV))
+def test_policy_never_tracks_but_never_upgrades(dev, diskdir, spawn):
+    p = spawn("never", STREAM, diskdir / "wal", "0.3", diskdir / "go", stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "phase1"
     s = status(dev, "-v")
     f = [x for x in s["files"] if x["path"].endswith("/wal")][0]
@@ -125,15 +137,13 @@ def test_top_refreshes_status(dev):
     assert out.count("tdax top --") == 2 and "syncs:" in out
 
 
-def test_a_removed_files_upgraded_range_is_downgraded_not_retried_forever(dev, diskdir):
+def test_a_removed_files_upgraded_range_is_downgraded_not_retried_forever(dev, diskdir, spawn):
     """A file removed by a program without tdax leaves its upgraded range in
     the device. The next process's re-evaluation downgrades it: there is
     nothing to write back. (It used to fail to open the file, roll the
     downgrade back and try again on every pass, thousands of times a second.)"""
     gone = diskdir / "gone"
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", STREAM,
-                          gone, "0.5", diskdir / "go"], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **TDAX_ENV))
+    p = spawn("thesis", STREAM, gone, "0.5", diskdir / "go", stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == "phase1"
     (diskdir / "go").write_bytes(b"")
     p.wait()
