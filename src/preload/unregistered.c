@@ -36,7 +36,8 @@ static const struct tdax_fd *register_now(int fd)
 }
 
 /* Did the file get an entry since the last look? Then the descriptor
- * joins it: its entry, in another mode, is returned; else NULL. */
+ * joins it: its entry, in another mode, is returned; else NULL. errno is
+ * left as the call before the look set it. */
 static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 {
 	struct tdax_device *dev = tdax_rt.dev;
@@ -47,15 +48,16 @@ static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 		__atomic_store_n(&tdax_fds[fd].gen, now, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	return register_now(fd);
+	int err = errno;
+	const struct tdax_fd *r = register_now(fd);
+	errno = err;
+	return r;
 }
 
-/* After the kernel's call: the same look as after a write. */
+/* After the kernel's call: the same look as after a write; rc is the call's. */
 static int looked_after(int fd, const struct tdax_fd *e, int rc)
 {
-	int err = errno;
 	joined(fd, e);
-	errno = err;
 	return rc;
 }
 
@@ -70,7 +72,7 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	}
 	ssize_t r = tdax_mode_real_write(fd, iov, n, off, rwf);
 	if (r > 0)
-		looked_after(fd, e, 0);
+		joined(fd, e);
 	return r;
 }
 
