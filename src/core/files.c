@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static uint32_t ident_crc(const struct tdax_file *f)
@@ -26,10 +27,13 @@ static uint32_t ident_crc(const struct tdax_file *f)
 
 int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 {
-	struct stat st;
-	if (fstat(fd, &st) != 0)
+	/* statx for the birth time; no timestamp that changes on writes is
+	 * asked for (performance.md: a query of mtime/ctime costs the next
+	 * write a journal update). */
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_BTIME, &stx) != 0)
 		return -1;
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(stx.stx_mode)) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -41,22 +45,25 @@ int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 	if (fstatfs(fd, &sf) == 0)
 		memcpy(&fsid, &sf.f_fsid, sizeof(fsid) < sizeof(sf.f_fsid) ? sizeof(fsid) : sizeof(sf.f_fsid));
 	int g = 0;
-	id->dev = fsid ? fsid : (uint64_t)st.st_dev;
-	id->ino = st.st_ino;
-	id->igen = 0;
-	id->flags = 0;
+	*id = (struct tdax_ident){ .ino = stx.stx_ino };
+	id->dev = fsid ? fsid : (uint64_t)makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	if (ioctl(fd, FS_IOC_GETVERSION, &g) == 0) {
 		id->igen = (uint32_t)g;
-		id->flags = TDAX_FILE_HAS_IGEN;
+		id->flags |= TDAX_FILE_HAS_IGEN;
+	}
+	if (stx.stx_mask & STATX_BTIME) {
+		id->btime = (uint64_t)stx.stx_btime.tv_sec * 1000000000u + stx.stx_btime.tv_nsec;
+		id->flags |= TDAX_FILE_HAS_BTIME;
 	}
 	return 0;
 }
 
 bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b)
 {
-	if (a->dev != b->dev || a->ino != b->ino)
-		return false;
-	return !(a->flags & b->flags & TDAX_FILE_HAS_IGEN) || a->igen == b->igen;
+	uint32_t both = a->flags & b->flags;
+	return a->dev == b->dev && a->ino == b->ino &&
+	       (!(both & TDAX_FILE_HAS_IGEN) || a->igen == b->igen) &&
+	       (!(both & TDAX_FILE_HAS_BTIME) || a->btime == b->btime);
 }
 
 bool tdax_file_valid(const struct tdax_file *f)
@@ -68,7 +75,7 @@ bool tdax_file_valid(const struct tdax_file *f)
 /* Cheap comparisons first: the checksum is computed only on a match. */
 static bool entry_is(const struct tdax_file *f, const struct tdax_ident *id)
 {
-	struct tdax_ident e = { f->dev, f->ino, f->igen, f->flags };
+	struct tdax_ident e = tdax_file_ident(f);
 	return f->ino == id->ino && atomic_load(&f->state) == TDAX_FILE_ACTIVE &&
 	       tdax_ident_same(&e, id) && tdax_file_valid(f);
 }
@@ -335,7 +342,7 @@ static bool still_there(const struct tdax_file *f)
 	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno != ENOENT && errno != ENOTDIR; /* in doubt, it is */
-	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	struct tdax_ident now, was = tdax_file_ident(f);
 	bool same = tdax_ident_of_fd(fd, &now) != 0 || tdax_ident_same(&now, &was);
 	tdax_syscall(SYS_close, fd);
 	return same;
@@ -431,6 +438,7 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	f->dev = id.dev;
 	f->ino = id.ino;
 	f->igen = id.igen;
+	f->btime = id.btime;
 	f->flags = id.flags;
 	f->uid = (uint32_t)geteuid();
 	f->gid = (uint32_t)getegid();

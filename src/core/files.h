@@ -19,12 +19,15 @@
 #include "core/tunables.h" /* TDAX_MAX_GRAN_ORDER */
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
-enum { TDAX_FILE_HAS_IGEN = 1 }; /* the file system gave an inode generation */
+/* What the file system gave beyond the inode number: an inode generation,
+ * a birth time. Either tells a file from a later one on a reused inode. */
+enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
 
 /*
  * Per-file state of the runtime, shared by every process using the file
  * (PostgreSQL has many processes writing one WAL file). Lives in the device
- * so that all of them see one copy; none of it is needed for recovery.
+ * so that all of them see one copy; none of it is needed for recovery
+ * but `removed`.
  */
 struct tdax_file_rt {
 	_Atomic uint64_t uncovered;    /* changes since the last real sync the log does not hold */
@@ -48,7 +51,14 @@ struct tdax_file_rt {
 	 * before (tracking.c): only such syncs can upgrade a range, so a file
 	 * without one has taught the policy nothing worth keeping. */
 	_Atomic uint32_t streamed;
+	/* 1 once its last name was removed while it had records (unlink, or a
+	 * rename over it): they stay until the removal is durable -- until
+	 * then a power cut can bring the file back (checkpoint.c). Persisted:
+	 * recovery lets the records of such a file go when its path no
+	 * longer leads to it, instead of reporting it unmatched. */
+	_Atomic uint32_t removed;
 };
+_Static_assert(sizeof(struct tdax_file_rt) <= 192, "runtime state fits its place in the entry");
 
 struct tdax_file {
 	_Atomic uint32_t state;        /* TDAX_FILE_* */
@@ -56,12 +66,12 @@ struct tdax_file {
 	uint64_t dev;
 	uint64_t ino;
 	uint64_t igen;
+	uint64_t btime;                /* birth time, ns since the epoch */
 	uint32_t uid;
 	uint32_t gid;
-	uint32_t flags;                /* TDAX_FILE_HAS_IGEN */
+	uint32_t flags;                /* TDAX_FILE_HAS_IGEN, TDAX_FILE_HAS_BTIME */
 	uint32_t crc;                  /* identity: gen .. flags and path */
 	_Atomic uint64_t released_seq; /* records with seq <= this are dead */
-	uint64_t reserved;
 	union {
 		struct tdax_file_rt rt;
 		char rt_space[192];
@@ -92,13 +102,22 @@ static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint
 void tdax_files_format(struct tdax_device *dev);
 
 /* The identity of an open file: file system id (f_fsid, else the device
- * number), inode and (where known) inode generation. */
+ * number), inode and, where the file system has them, inode generation
+ * and birth time (flags say which). */
 struct tdax_ident {
-	uint64_t dev, ino, igen;
+	uint64_t dev, ino, igen, btime;
 	uint32_t flags;
 };
 int tdax_ident_of_fd(int fd, struct tdax_ident *id);
+/* Same file: same file system and inode, and every part of the identity
+ * both sides know agrees. */
 bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b);
+
+/* The identity entry f names. */
+static inline struct tdax_ident tdax_file_ident(const struct tdax_file *f)
+{
+	return (struct tdax_ident){ f->dev, f->ino, f->igen, f->btime, f->flags };
+}
 
 /*
  * Find the entry for the file open as fd, or register it (path as given,

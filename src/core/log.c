@@ -276,8 +276,8 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 	return s;
 }
 
-int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
-		    const void *data, uint32_t len, uint64_t *seq)
+static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_t fgen, uint64_t off,
+		  const void *data, uint32_t len, uint64_t *seq)
 {
 	if (len > tdax_log_max_len(dev))
 		return -EFBIG;
@@ -293,24 +293,37 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
 	TDAX_ASSERT(tail % TDAX_CACHELINE == 0 && need % TDAX_CACHELINE == 0);
 	TDAX_ASSERT(tail + need <= dev->sb->seg_size - TDAX_SEG_HEADER_SIZE);
 	struct tdax_rec h = {
-		.magic = TDAX_REC_MAGIC, .kind = TDAX_REC_WRITE,
+		.magic = TDAX_REC_MAGIC, .kind = kind,
 		.seq = atomic_fetch_add(dev->seq, 1) + 1,
 		.file = file, .fgen = fgen, .off = off, .len = len,
 		.epoch = s->epoch, .seg = (uint32_t)mine.seg,
 	};
 	h.hcrc = tdax_crc32c(0, &h, sizeof(h));
-	h.crc = tdax_crc32c(h.hcrc, data, len);
+	h.crc = tdax_crc32c(h.hcrc, len ? data : (const void *)&h, len);
 
 	slot->max_seq = h.seq;
 	tdax_flush(dev, slot, sizeof(*slot));
 	char *at = (char *)s + TDAX_SEG_HEADER_SIZE + tail;
-	dev->memcpy(at + sizeof(h), data, len, PMEM2_F_MEM_NODRAIN);
+	if (len)
+		dev->memcpy(at + sizeof(h), data, len, PMEM2_F_MEM_NODRAIN);
 	dev->memcpy(at, &h, sizeof(h), PMEM2_F_MEM_NODRAIN);
 	mine.tail = tail + need;
 	atomic_store(&s->tail, mine.tail);
 	tdax_drain(dev, len);
 	*seq = h.seq;
 	return 0;
+}
+
+int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
+		    const void *data, uint32_t len, uint64_t *seq)
+{
+	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq);
+}
+
+int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,
+		      uint64_t *seq)
+{
+	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq);
 }
 
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq)
@@ -358,8 +371,8 @@ static bool header_ok(const struct tdax_rec *r, uint32_t i, uint32_t e, uint64_t
 		return false;
 	struct tdax_rec h = *r;
 	h.hcrc = h.crc = 0;
-	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc && r->kind == TDAX_REC_WRITE &&
-	       r->len <= left && tdax_rec_size(r->len) <= left;
+	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc &&
+	       (r->kind == TDAX_REC_WRITE || (r->kind == TDAX_REC_TRUNCATE && r->len == 0)) && r->len <= left && tdax_rec_size(r->len) <= left;
 }
 
 static bool data_ok(const struct tdax_rec *r)

@@ -22,7 +22,10 @@
 #include "core/device.h"
 #include "core/layout.h"
 
-enum { TDAX_REC_WRITE = 1 };
+/* What a record asks of its file: WRITE puts its len data bytes at off;
+ * TRUNCATE (no data) sets the file's size to off. Replay applies a file's
+ * records in sequence order. */
+enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2 };
 
 struct tdax_rec {
 	uint32_t magic;
@@ -94,6 +97,11 @@ uint32_t tdax_log_max_len(const struct tdax_device *dev);
  */
 int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
 		    const void *data, uint32_t len, uint64_t *seq);
+
+/* Append a truncate of (file, fgen) to size, persistent on return; returns
+ * as tdax_log_append. */
+int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,
+		      uint64_t *seq);
 
 /* Records of (file, fgen) up to seq are in the file on flash: free them. */
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq);

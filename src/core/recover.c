@@ -164,9 +164,10 @@ static int acting_user(const struct trust *t, const struct tdax_file *f, uid_t *
 }
 
 /* Is fd still the registered file of entry f (and, if must_own, uid's)? The
- * generation can be read from an opened file only (not through O_PATH);
- * where the file system has one, it must match: the stored flag saying
- * whether there was one is not believed. */
+ * generation can be read from an opened file only (not through O_PATH),
+ * the birth time from either; where the file system has one, it must
+ * match: the stored flag saying whether there was one is not believed (a
+ * new file on the removed one's inode number must not take its records). */
 static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, bool must_own,
 		     struct tdax_recover_file *out)
 {
@@ -177,7 +178,9 @@ static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, 
 			"inode %llu); it was not opened for writing", (unsigned long long)f->ino);
 	if (tdax_ident_of_fd(fd, &now) != 0 || now.dev != f->dev || now.ino != f->ino ||
 	    (opened && (now.flags & TDAX_FILE_HAS_IGEN) &&
-	     (!(f->flags & TDAX_FILE_HAS_IGEN) || now.igen != f->igen)))
+	     (!(f->flags & TDAX_FILE_HAS_IGEN) || now.igen != f->igen)) ||
+	    ((now.flags & TDAX_FILE_HAS_BTIME) &&
+	     (!(f->flags & TDAX_FILE_HAS_BTIME) || now.btime != f->btime)))
 		return refuse(out, TDAX_UNMATCHED, "the path now names another file (registered "
 			"inode %llu on device %llu)", (unsigned long long)f->ino,
 			(unsigned long long)f->dev);
@@ -247,6 +250,14 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off)
 	return 0;
 }
 
+/* Apply one record to the file: its bytes, or its truncate. */
+static int apply(int fd, const struct live *l)
+{
+	if (l->h.kind == TDAX_REC_TRUNCATE)
+		return tdax_sys_ftruncate(fd, (off_t)l->h.off);
+	return write_all(fd, l->data, l->h.len, l->h.off);
+}
+
 /* Bring one file up to date with its records v[0..n). */
 static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts *o,
 			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
@@ -269,7 +280,13 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	else
 		fd = open_as_owner(t, f, out);
 	if (fd < 0) {
-		if (out->outcome == TDAX_UNMATCHED && o->discard_unmatched) {
+		/* A file that is gone -- the application removed it (tdax saw
+		 * it: rt.removed), or the caller says to let such files go --
+		 * loses its records once its directory is synced (until then a
+		 * power cut could bring it back, and then it would need them). */
+		if (out->outcome == TDAX_UNMATCHED &&
+		    (o->discard_unmatched || atomic_load(&f->rt.removed)) &&
+		    tdax_sync_parent_dir(f->path) == 0) {
 			tdax_file_release(dev, idx, gen, last);
 			out->outcome = TDAX_DISCARDED;
 		}
@@ -280,10 +297,11 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	uint64_t upto = rep->replay ? last : atomic_load(dev->seq);
 	for (size_t i = 0; rep->replay && i < n; i++) {
 		const struct tdax_rec *r = &v[i].h;
-		if (write_all(fd, v[i].data, r->len, r->off) != 0) {
+		if (apply(fd, &v[i]) != 0) {
 			out->outcome = TDAX_IO_FAILED;
-			snprintf(out->reason, sizeof(out->reason), "write at offset %llu failed: %s; "
-				 "records kept", (unsigned long long)r->off, strerror(errno));
+			snprintf(out->reason, sizeof(out->reason), "%s at offset %llu failed: %s; "
+				 "records kept", r->kind == TDAX_REC_TRUNCATE ? "truncate" : "write",
+				 (unsigned long long)r->off, strerror(errno));
 			tdax_sys_close(fd);
 			return;
 		}
@@ -379,9 +397,8 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
-		const struct tdax_rec *r = &c.v[i].h;
-		if (r->fgen == gen)
-			rc = write_all(fd, c.v[i].data, r->len, r->off);
+		if (c.v[i].h.fgen == gen)
+			rc = apply(fd, &c.v[i]);
 	}
 	free(c.v);
 	return rc;

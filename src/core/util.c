@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -131,6 +132,33 @@ int tdax_file_size(int fd, uint64_t *size)
 		return -1;
 	*size = stx.stx_size;
 	return 0;
+}
+
+int tdax_sync_parent_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (;;) {
+		char *slash = strrchr(dir, '/');
+		if (!slash) {
+			errno = EINVAL; /* not absolute */
+			return -1;
+		}
+		slash[slash == dir] = '\0'; /* "/a" -> "/" */
+		int fd = tdax_sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			int rc = (int)tdax_syscall(SYS_fsync, fd);
+			int e = errno;
+			tdax_sys_close(fd);
+			errno = e;
+			return rc;
+		}
+		if ((errno != ENOENT && errno != ENOTDIR) || slash == dir)
+			return -1;
+	}
 }
 
 bool tdax_pid_alive(uint32_t pid)

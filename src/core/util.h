@@ -90,6 +90,15 @@ void tdax_proc_fd_name(int fd, char name[TDAX_PROC_FD_NAME]);
 ssize_t tdax_fd_path(int fd, char *out, size_t size);
 int tdax_fd_reopen(int fd, int flags);
 
+/*
+ * Make the removal of the name `path` (absolute) durable: fsync its
+ * directory, or, if that is gone too, the nearest directory above it that
+ * is left. Before the records of a removed file are let go: until its
+ * directory is synced a power cut can bring the file back without them.
+ * Returns 0, or -1 with errno (the directory's sync failed).
+ */
+int tdax_sync_parent_dir(const char *path);
+
 /* True if a process with this pid exists (it may be a reused pid). */
 bool tdax_pid_alive(uint32_t pid);
 

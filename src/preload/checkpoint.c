@@ -41,7 +41,7 @@ static int open_registered(uint32_t idx, bool *gone)
 		*gone = errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
 		return -1;
 	}
-	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	struct tdax_ident now, was = tdax_file_ident(f);
 	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
 		*gone = true;
 		TDAX_REAL(close)(fd);
@@ -56,7 +56,7 @@ static int open_registered(uint32_t idx, bool *gone)
 static int open_through_ours(uint32_t idx, uint32_t gen)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	struct tdax_ident now, was = tdax_file_ident(f);
 	for (int i = 0; i < TDAX_MAX_FDS; i++) {
 		if (tdax_fds[i].file_plus1 != idx + 1 || tdax_fds[i].gen != gen)
 			continue;
@@ -73,22 +73,34 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
 }
 
 /*
- * The file was removed or replaced by a program without tdax, and no
+ * The file's last name is gone -- removed or replaced, by the application
+ * (tdax_checkpoint_removed) or by a program without tdax -- and no
  * descriptor of this process leads to it. Recovery finds files by their
- * path, so it could never apply these records: they protect nothing, and
- * kept they would fail every checkpoint and downgrade of the file for good
- * and hold their log space. Every process that still has the file open
- * syncs it through the kernel from now on; the records are released.
+ * path, so once the removal is durable these records protect nothing: kept,
+ * they would fail every checkpoint and downgrade of the file for good and
+ * hold their log space. Until then a power cut can bring the file back, and
+ * its acknowledged data only lives in them: so first the directory's sync,
+ * then every process that still has the file open syncs it through the
+ * kernel, the records are released and, for a removal tdax saw, the entry
+ * is freed. -1 if the directory could not be synced (the records stay).
  */
 static int let_go(uint32_t idx, uint32_t gen)
 {
-	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (tdax_sync_parent_dir(f->path) != 0) {
+		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
+		return -1;
+	}
+	tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
 	uint64_t upto = atomic_load(tdax_rt.dev->seq);
 	atomic_store(&rt->first_log_ns, 0);
 	atomic_store(&rt->logged_bytes, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(tdax_rt.dev, idx, gen, upto);
+	if (atomic_load(&rt->removed))
+		tdax_files_forget(tdax_rt.dev, idx, gen);
 	return 0;
 }
 
@@ -96,6 +108,8 @@ int tdax_checkpoint_file(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	uint32_t gen = f->gen;
+	if (atomic_load(&f->rt.removed))
+		return let_go(idx, gen);
 	bool gone = false;
 	int fd = open_registered(idx, &gone);
 	if (fd < 0)
@@ -121,7 +135,32 @@ int tdax_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
-int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct stat st;
+	if (f->gen != gen)
+		return false;
+	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+		if (!atomic_load(&f->rt.first_log_ns) && !atomic_load(&f->rt.rewrite)) {
+			tdax_files_forget(tdax_rt.dev, idx, gen); /* nothing a power cut could need */
+			return false;
+		}
+		/* The write-back thread's next pass makes the removal durable
+		 * and lets the records go (let_go). */
+		atomic_store(&f->rt.removed, 1);
+		tdax_persist(tdax_rt.dev, &f->rt.removed, sizeof(f->rt.removed)); /* recovery reads it */
+		tdax_rt.touched[idx] = 1;
+		return true;
+	}
+	/* It lives on under a name tdax does not know (a hard link), where
+	 * recovery could not find it: written back now, the kernel's from now on. */
+	tdax_checkpoint_if_records(fd, idx, gen);
+	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
+	return false;
+}
+
+int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
 {
 	*plus1 = 0;
 	/* Most paths name no registered file, and one stat() says so: the
@@ -129,41 +168,56 @@ int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plu
 	struct stat st;
 	if (fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
-		return 0;
+		return -1;
 	/* A regular file only (opening anything else can have side effects),
 	 * and its whole identity: an O_PATH descriptor has no inode generation,
 	 * and without it a new file on a reused inode number passes for the
 	 * removed one. So: O_PATH to look, then the same inode opened again. */
 	int p = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (p < 0)
-		return 0;
+		return -1;
 	char self[TDAX_PROC_FD_NAME];
 	tdax_proc_fd_name(p, self);
 	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
 							  : -1;
+	TDAX_REAL(close)(p);
 	struct tdax_ident id;
 	uint32_t idx = 0;
-	bool found = fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 &&
-		     tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0;
-	int rc = 0;
-	if (found) {
+	if (fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
 		*plus1 = idx + 1;
-		const struct tdax_file_rt *rt = tdax_rt_of(idx);
-		if (atomic_load(&rt->rewrite)) { /* the records go to the file again */
-			TDAX_REAL(close)(fd);
-			fd = open_for_checkpoint(AT_FDCWD, self, true, rt);
+		if (atomic_load(&tdax_rt_of(idx)->rewrite)) { /* the records go to the file again */
+			int w = tdax_fd_reopen(fd, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+			if (w >= 0) {
+				TDAX_REAL(close)(fd);
+				fd = w;
+			}
 		}
-		if (fd >= 0 && (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))) {
-			rc = tdax_coherent_checkpoint_fd(fd, idx, *gen, true);
-			tdax_count(TDAX_ST_CHECKPOINTS, 1);
-		}
+		return fd;
 	}
-	int e = errno;
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);
-	TDAX_REAL(close)(p);
+	return -1;
+}
+
+int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
+{
+	int fd = tdax_checkpoint_open(dirfd, path, follow, plus1, gen);
+	if (fd < 0)
+		return 0;
+	int rc = tdax_checkpoint_if_records(fd, *plus1 - 1, *gen);
+	int e = errno;
+	TDAX_REAL(close)(fd);
 	errno = e;
 	return rc;
+}
+
+int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
+		return 0;
+	tdax_count(TDAX_ST_CHECKPOINTS, 1);
+	return tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 }
 
 void tdax_checkpoint_below(const char *dir)

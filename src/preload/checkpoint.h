@@ -13,16 +13,34 @@
 
 /* Checkpoint a registered file by index, opening it by its path (or
  * through a descriptor of this process when it was renamed or removed
- * behind tdax's back; the records of a file gone for good are let go). */
+ * behind tdax's back). The records of a file gone for good are let go
+ * once its directory is synced (a removal tdax saw: its entry too). */
 int tdax_checkpoint_file(uint32_t idx);
 
-/* Before a truncate, unlink or rename over path: checkpoint it if it is a
- * registered file with records (follow: path's last link is followed, as
- * truncate and O_TRUNC do; unlink and rename act on the link itself).
- * *plus1 is the file's index + 1 (0: not a registered file) and *gen its
- * generation. Returns 0, or -1 with errno if its records could not be
- * written back (they stay live). */
+/* The registered file dirfd/path names (follow: its last link is
+ * followed, as truncate and O_TRUNC do; unlink and rename act on the link
+ * itself), opened read-only (read-write if its records must be written
+ * again): the descriptor, for the caller to close, with *plus1 the file's
+ * index + 1 and *gen its generation; -1 with *plus1 = 0 if path names no
+ * registered file. One stat() for a path that does not. */
+int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen);
+
+/* Checkpoint the registered file (idx, gen) open as fd if it has records.
+ * Returns 0, or -1 with errno if they could not be written back (they stay
+ * live). */
+int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen);
+
+/* tdax_checkpoint_open, then tdax_checkpoint_if_records. */
 int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen);
+
+/* A name of the registered file (idx, gen) open as fd was removed (unlink,
+ * or a rename over it). If that was its last, its records stay until the
+ * write-back thread has made the removal durable (a directory sync), then
+ * go with its entry -- no sync on the caller's path: true, the thread must
+ * run; a file with no records loses its entry at once. If it has another
+ * name, it is checkpointed and left to the kernel (recovery would not find
+ * it there). */
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
  * registered file below it that has records. */

@@ -132,6 +132,37 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
 }
 
+struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	return (struct tdax_trunc_mark){ atomic_load(&rt->inflight), atomic_load(&rt->logged_bytes) };
+}
+
+void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != gen)
+		return; /* the entry was freed: nothing to keep */
+	atomic_store(&rt->size_seen, size);
+	bool records = atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite);
+	bool covered = !atomic_load(&rt->uncovered) && !atomic_load(&rt->unmanaged);
+	uint64_t seq;
+	if ((records || covered) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0) {
+		uint64_t zero = 0;
+		atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_coarse_ns());
+		tdax_rt.touched[idx] = 1;
+		tdax_count(TDAX_ST_LOGGED_TRUNCATES, 1);
+		/* A logged write in flight, or one that ended, since the look:
+		 * its record may stand before or after this one against the
+		 * kernel's order. */
+		if (m.inflight == 0 && atomic_load(&rt->inflight) == 0 &&
+		    atomic_load(&rt->logged_bytes) == m.logged_bytes)
+			return;
+	}
+	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
+}
+
 /*
  * The kernel's copy after a failed sync cannot be trusted (Linux may have
  * marked the failed pages clean). If every change since the last real sync
@@ -178,7 +209,7 @@ static int real_sync(int fd, bool datasync)
 static bool is_file(int fd, uint32_t idx, uint32_t gen)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	struct tdax_ident now, was = { f->dev, f->ino, f->igen, f->flags };
+	struct tdax_ident now, was = tdax_file_ident(f);
 	return f->gen == gen && tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was);
 }
 

@@ -27,8 +27,9 @@
 ssize_t tdax_coherent_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
 			    int rwf);
 
-/* ftruncate and fallocate of a managed file: checkpointed first where
- * records could be replayed over the result. */
+/* ftruncate of a managed file: a record in the log (tdax_coherent_truncated);
+ * fallocate: checkpointed first where records could be replayed over the
+ * result. */
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len);
 int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);
 
@@ -68,6 +69,22 @@ void tdax_coherent_cold_begin(const struct tdax_fd *e);
 void tdax_coherent_cold_end(const struct tdax_fd *e);
 struct tdax_cold_mark tdax_coherent_cold_look(const struct tdax_fd *e);
 bool tdax_coherent_cold_none_since(const struct tdax_fd *e, struct tdax_cold_mark m);
+
+/*
+ * A truncate is a record (TDAX_REC_TRUNCATE), replayed in order with the
+ * writes: no checkpoint before it, and a file all of whose changes were
+ * logged stays so. Look before the kernel's truncate, tell after it
+ * succeeded (by descriptor or by name): if the file has records or is
+ * covered, the truncate is logged, else (or if a logged write of another
+ * thread raced it, so that the records' order may not be the kernel's, or
+ * the log is full) the file is uncovered and its next sync is real.
+ */
+struct tdax_trunc_mark {
+	uint32_t inflight;
+	uint64_t logged_bytes;
+};
+struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx);
+void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m);
 
 /* fsync/fdatasync of a managed fd; returns what the call returns. */
 int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);

@@ -2,9 +2,9 @@
  * coherent_ops -- coherent mode's entry per operation (coherent.h): the
  * hooks decode a call on a managed descriptor and hand it here. A write
  * goes to the kernel (the page cache stays coherent) and, when its range is
- * upgraded, into the log; a change of size or layout makes the next sync
- * real; one that would leave records to be replayed over it checkpoints
- * first.
+ * upgraded, into the log; a truncate is a record too (coherent.c); another
+ * change of size or layout makes the next sync real, and one that would
+ * leave records to be replayed over it checkpoints first.
  */
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
@@ -235,8 +235,8 @@ void tdax_coherent_changed(int fd, const struct tdax_fd *e, enum tdax_fallback w
 }
 
 /*
- * Before a change no record may be replayed over (a truncate, a hole, a
- * collapse): the real sync that writes the file's records back and
+ * Before a change no record may be replayed over (a hole, a collapse): the
+ * real sync that writes the file's records back and
  * releases them -- if it may have any. A file with no record, none to
  * write again and no write in flight has nothing to resurrect: no sync
  * (a truncate loop of a file that is never synced stays as fast as the
@@ -257,11 +257,13 @@ static int checkpoint_before(int fd, const struct tdax_fd *e)
 
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 {
-	if (checkpoint_before(fd, e) != 0)
-		return -1; /* records that cannot be written back must not outlive the truncate */
+	struct tdax_trunc_mark m = tdax_coherent_truncate_look(e->file_plus1 - 1);
 	int r = TDAX_REAL(ftruncate)(fd, len);
 	int err = errno;
-	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+	if (r == 0 && !(e->flags & TDAX_FD_NOLOG))
+		tdax_coherent_truncated(e->file_plus1 - 1, e->gen, (uint64_t)len, m);
+	else
+		tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
 	errno = err;
 	return r;
 }

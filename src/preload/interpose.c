@@ -49,30 +49,31 @@ static bool takes_mode(int flags)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-/* Open through the real openat; manage the result if it is a file tdax
- * should manage. */
+/*
+ * open/openat/creat: through the real openat; the result is managed if it
+ * is a file tdax should manage. An O_TRUNC of a registered file is a
+ * record (names.c), told before the new descriptor joins the file's entry
+ * (which then finds the size it expects). Linux truncates with O_RDONLY
+ * too.
+ */
 static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
-	/* No record may outlive a truncate (Linux truncates with O_RDONLY too):
-	 * the checkpoint's error instead. */
-	uint32_t plus1, gen;
-	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)) &&
-	    tdax_checkpoint_path(dirfd, path, !(flags & O_NOFOLLOW), &plus1, &gen) != 0)
-		return -1;
+	struct tdax_names_trunc trunc = { .fd = -1 };
+	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)))
+		tdax_names_truncate_look(dirfd, path, !(flags & O_NOFOLLOW), &trunc);
 	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
-	if (!manage) {
-		int fd = TDAX_REAL(openat)(dirfd, path, flags, mode);
-		tdax_fd_forget(fd); /* the number may have been a managed file's */
-		return fd;
-	}
 	int fd = TDAX_REAL(openat)(dirfd, path, flags, mode);
-	if (fd >= 0) {
-		int e = errno;
-		if (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach()))
-			tdax_manage(fd, path, flags);
-		errno = e;
+	int e = errno;
+	if (trunc.fd >= 0) {
+		tdax_names_truncated(&trunc, fd >= 0, 0);
+		flags &= ~O_TRUNC; /* logged: it does not uncover the file */
 	}
+	if (!manage)
+		tdax_fd_forget(fd); /* the number may have been a managed file's */
+	else if (fd >= 0 && (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach())))
+		tdax_manage(fd, path, flags);
+	errno = e;
 	return fd;
 }
 

@@ -7,6 +7,7 @@
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/state.h"
+#include "preload/writeback.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,8 +56,19 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 {
 	bool exchange = flags & RENAME_EXCHANGE;
 	uint32_t new_plus1, new_gen, old_plus1, old_gen;
-	tdax_checkpoint_path(newdir, newpath, false, &new_plus1, &new_gen);
-	tdax_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen);
+	/* The file it replaces keeps its records (tdax_checkpoint_unnamed);
+	 * one that moves is checkpointed (its entry's path changes). */
+	int new_fd = tdax_checkpoint_open(newdir, newpath, false, &new_plus1, &new_gen);
+	if ((exchange && new_fd >= 0 && tdax_checkpoint_if_records(new_fd, new_plus1 - 1, new_gen) != 0) ||
+	    tdax_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen) != 0) {
+		/* Records that cannot be written back cannot follow the file
+		 * to its new name: the checkpoint's error, nothing renamed. */
+		int e = errno;
+		if (new_fd >= 0)
+			TDAX_REAL(close)(new_fd);
+		errno = e;
+		return -1;
+	}
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	/* The paths matter only for a directory (registered files below it
@@ -65,8 +77,11 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	struct stat st;
 	bool paths = exchange || tdax_shadow_on() || fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		     S_ISDIR(st.st_mode);
-	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir))
+	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir)) {
+		if (new_fd >= 0)
+			TDAX_REAL(close)(new_fd);
 		return real_rename(olddir, oldpath, newdir, newpath, flags); /* its error */
+	}
 	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
 		new_dir = false;
 	if (old_dir)
@@ -76,10 +91,9 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
 	if (r == 0) {
-		/* The file rename replaced may live on through a descriptor: it
-		 * has no name now, so no checkpoint could find it by path. */
-		if (new_plus1 && !exchange && new_plus1 != old_plus1)
-			tdax_coherent_kernel_only(new_plus1 - 1, TDAX_FB_METADATA);
+		if (new_plus1 && !exchange && new_plus1 != old_plus1 &&
+		    tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen))
+			tdax_writeback_ensure();
 		if (old_plus1)
 			moved_to(old_plus1, old_gen, newdir, newpath);
 		if (exchange && new_plus1)
@@ -92,46 +106,60 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 			tdax_shadow_renamed(old_abs, now, exchange);
 		}
 	}
+	if (new_fd >= 0)
+		TDAX_REAL(close)(new_fd);
 	errno = err;
 	return r;
 }
 
-/* Checkpoint before the name goes; free the entry once the file is gone. */
 int tdax_names_unlink(int dirfd, const char *path, int flags)
 {
 	uint32_t gen, plus1;
-	tdax_checkpoint_path(dirfd, path, false, &plus1, &gen);
-	int fd = plus1 ? TDAX_REAL(openat)(dirfd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int fd = tdax_checkpoint_open(dirfd, path, false, &plus1, &gen);
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
 	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
 	int err = errno;
 	if (r == 0 && named)
 		tdax_shadow_unlinked(name);
-	struct stat st;
-	if (r == 0 && fd >= 0 && fstat(fd, &st) == 0) {
-		if (st.st_nlink == 0)
-			tdax_files_forget(tdax_rt.dev, plus1 - 1, gen);
-		else /* it lives on under a name tdax does not know: recovery could not find it */
-			tdax_coherent_kernel_only(plus1 - 1, TDAX_FB_METADATA);
-	}
+	if (r == 0 && fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen))
+		tdax_writeback_ensure();
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);
 	errno = err;
 	return r;
 }
 
+void tdax_names_truncate_look(int dirfd, const char *path, bool follow, struct tdax_names_trunc *t)
+{
+	t->fd = tdax_checkpoint_open(dirfd, path, follow, &t->plus1, &t->gen);
+	if (t->fd >= 0)
+		t->mark = tdax_coherent_truncate_look(t->plus1 - 1);
+}
+
+void tdax_names_truncated(struct tdax_names_trunc *t, bool done, uint64_t size)
+{
+	if (t->fd < 0)
+		return;
+	/* The name may have been given to another file between the look and
+	 * the truncate: a record says the file was truncated only if its size
+	 * says so too. */
+	uint64_t now;
+	if (done && tdax_file_size(t->fd, &now) == 0 && now == size)
+		tdax_coherent_truncated(t->plus1 - 1, t->gen, size, t->mark);
+	else
+		tdax_coherent_uncover(t->plus1 - 1, TDAX_FB_METADATA);
+	TDAX_REAL(close)(t->fd);
+	t->fd = -1;
+}
+
 int tdax_names_truncate(const char *path, off_t len)
 {
-	uint32_t gen, plus1;
-	if (tdax_checkpoint_path(AT_FDCWD, path, true, &plus1, &gen) != 0)
-		return -1;
+	struct tdax_names_trunc t;
+	tdax_names_truncate_look(AT_FDCWD, path, true, &t);
 	int r = TDAX_REAL(truncate)(path, len);
 	int err = errno;
-	if (plus1 && r == 0) {
-		atomic_store(&tdax_rt_of(plus1 - 1)->size_seen, (uint64_t)len);
-		tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
-	}
+	tdax_names_truncated(&t, r == 0, (uint64_t)len);
 	errno = err;
 	return r;
 }

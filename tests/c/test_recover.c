@@ -4,11 +4,9 @@
 #include "harness.h"
 
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +47,8 @@ static int tw(struct tdax_device *dev, struct tfile *t, int fd, uint64_t off, co
 	uint64_t seq;
 	if (to_file && pwrite(fd, s, n, (off_t)off) != (ssize_t)n)
 		return -1;
+	if (off > t->size) /* a hole: zeros */
+		memset(t->expect + t->size, 0, off - t->size);
 	memcpy(t->expect + off, s, n);
 	if (off + n > t->size)
 		t->size = off + n;
@@ -93,8 +93,6 @@ TEST(replay_rebuilds_files_whose_page_cache_was_lost)
 	CHECK(tw(dev, &b, fb, 100, "second file", false) == 0);
 	CHECK(tw(dev, &a, fa, 6, "WORLD!", false) == 0);
 	CHECK(tw(dev, &a, fa, 3000, "far away", false) == 0);
-	memset(b.expect, 0, 100);
-	memset(a.expect + 12, 0, 3000 - 12);
 	close(fa);
 	close(fb);
 	tdax_log_seal_mine(dev);
@@ -111,6 +109,49 @@ TEST(replay_rebuilds_files_whose_page_cache_was_lost)
 	/* Idempotent: nothing left to do, files unchanged. */
 	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
 	CHECK(r.records == 0 && file_is(&a));
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+/* A truncate under tdax: its record, and the expected contents follow. */
+static int tt(struct tdax_device *dev, struct tfile *t, uint64_t size)
+{
+	uint64_t seq;
+	if (size > t->size)
+		memset(t->expect + t->size, 0, size - t->size);
+	t->size = size;
+	return tdax_log_truncate(dev, t->idx, t->gen, size, &seq);
+}
+
+TEST(replay_applies_truncates_in_order_with_the_writes)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "ta");
+	CHECK(fa >= 0);
+	/* On the disk, as a power cut would leave it: longer than any record
+	 * says, with bytes the truncates removed. */
+	CHECK(pwrite(fa, "stale bytes beyond every record", 31, 4000) == 31);
+	CHECK(tw(dev, &a, fa, 0, "first generation of the file", false) == 0);
+	CHECK(tt(dev, &a, 5) == 0);          /* cuts the write above */
+	CHECK(tw(dev, &a, fa, 10, "after the cut", false) == 0);
+	CHECK(tt(dev, &a, 8) == 0);          /* cuts into the hole and the write */
+	CHECK(tt(dev, &a, 12) == 0);         /* grows: zeros, not the old bytes */
+	CHECK(tw(dev, &a, fa, 2, "XY", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.records == 6 && r.applied == 6 && r.failed == 0);
+	CHECK(file_is(&a));
+	CHECK(memcmp(a.expect, "fiXYt\0\0\0\0\0\0\0", 12) == 0);
+	tdax_recover_report_free(&r);
+	/* Again: the same result (idempotent). */
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0 && r.records == 0 && file_is(&a));
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
 }
@@ -452,18 +493,23 @@ static void resign_entry(struct tdax_file *f)
 	f->crc = tdax_crc32c(c, f->path, strnlen(f->path, sizeof(f->path)));
 }
 
-/* Where the file system has inode generations (the test files are on the
- * disk), the generation must match: an entry claiming "no generation" is
- * not believed. */
-TEST(stored_no_generation_flag_is_not_believed)
+/*
+ * Where the file system has an inode generation or a birth time (the test
+ * files are on the disk), it must match: an entry that claims to have none,
+ * or another one, is not believed (a new file on a reused inode number
+ * must not take a removed file's records).
+ */
+static void check_forged_identity(unsigned what)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
 	static struct tfile a;
-	int fa = open_register(dev, &a, "gen");
-	int g;
-	if (ioctl(fa, FS_IOC_GETVERSION, &g) != 0) {
-		fprintf(stderr, "  %s has no inode generations: nothing to check\n", tdax_test_dir());
+	int fa = open_register(dev, &a, "ident");
+	struct tdax_ident id;
+	CHECK(tdax_ident_of_fd(fa, &id) == 0);
+	if (!(id.flags & what)) {
+		fprintf(stderr, "  %s has no %s: nothing to check\n", tdax_test_dir(),
+			what == TDAX_FILE_HAS_IGEN ? "inode generations" : "birth times");
 		close(fa);
 		tdax_device_close(dev);
 		return;
@@ -472,9 +518,14 @@ TEST(stored_no_generation_flag_is_not_believed)
 	close(fa);
 	tdax_log_seal_mine(dev);
 	struct tdax_file *f = tdax_file_at(dev, a.idx);
-	CHECK(f->flags & TDAX_FILE_HAS_IGEN);
-	f->flags = 0;
-	f->igen++;
+	CHECK(f->flags & what);
+	if (what == TDAX_FILE_HAS_IGEN) {
+		f->flags = 0; /* "no generation here", and another one */
+		f->igen++;
+	} else {
+		f->flags &= ~(unsigned)TDAX_FILE_HAS_IGEN; /* only the birth time tells */
+		f->btime++;
+	}
 	resign_entry(f);
 	CHECK(tdax_file_valid(f));
 
@@ -489,10 +540,16 @@ TEST(stored_no_generation_flag_is_not_believed)
 	tdax_device_close(dev);
 }
 
-/* A recorded path that now names something other than a regular file (a
- * FIFO here; a device node would do worse) is never opened for writing:
- * its identity is checked through O_PATH first. An open for writing would
- * show up at the FIFO's reader as a hang-up. */
+TEST(stored_no_generation_flag_is_not_believed)
+{
+	check_forged_identity(TDAX_FILE_HAS_IGEN);
+}
+
+TEST(another_birth_time_is_another_file)
+{
+	check_forged_identity(TDAX_FILE_HAS_BTIME);
+}
+
 TEST(non_regular_file_at_recorded_path_is_not_opened)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);

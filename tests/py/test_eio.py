@@ -47,35 +47,35 @@ def test_failed_writeback_is_reported_and_nothing_is_lost(dev, voldisk, tmp_path
     assert path.read_bytes() == b"".join(b"acked %04d\n" % i for i in range(200))
 
 
-def test_a_truncate_whose_checkpoint_fails_fails_and_the_next_one_writes_the_records_again(dev, diskdir):
-    """The sync a truncate needs first fails (TDAX_TEST_FAIL_SYNC, test
-    build): the truncate must fail too, not leave records that could be
-    replayed over it. The next truncate writes the records to the file again
-    (through a descriptor it can write: a read-only one failed with EBADF)
-    and succeeds, and so do the syncs after it; nothing acknowledged is lost
-    in a power cut."""
-    path = diskdir / "f"
+def test_a_rename_whose_checkpoint_fails_fails_and_the_next_one_writes_the_records_again(dev, diskdir):
+    """The sync a rename of a file with records needs first fails
+    (TDAX_TEST_FAIL_SYNC, test build): the rename must fail too, not move
+    records recovery would then look for under the old name. The next
+    rename writes the records to the file again (through a descriptor it
+    can write: a read-only one failed with EBADF) and succeeds, and so do
+    the syncs after it; nothing acknowledged is lost in a power cut."""
+    path, moved = diskdir / "f", diskdir / "g"
     code = r"""
 import os, sys, time
-path = sys.argv[1]
+path, moved = sys.argv[1], sys.argv[2]
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 os.fsync(fd)                                    # real sync 1
 os.pwrite(fd, b"x" * 4096, 0); os.fdatasync(fd)  # lightweight
 try:
-    os.truncate(path, 1000)                     # real sync 2 fails
-    print("first truncate succeeded", flush=True)
+    os.rename(path, moved)                      # real sync 2 fails
+    print("first rename succeeded", flush=True)
 except OSError as e:
-    print("first truncate", e.errno, flush=True)
-os.truncate(path, 1000)                         # real sync 3
+    print("first rename", e.errno, os.path.exists(path), flush=True)
+os.rename(path, moved)                          # real sync 3
 os.pwrite(fd, b"y" * 10, 0); os.fdatasync(fd)
 print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
 """
-    p = tdax_run(dev, code, path, env={"TDAX_TEST_FAIL_SYNC": "2"}, check=None)
-    assert "first truncate 5" in p.stdout, p.stdout + p.stderr  # EIO
+    p = tdax_run(dev, code, path, moved, env={"TDAX_TEST_FAIL_SYNC": "2"}, check=None)
+    assert "first rename 5 True" in p.stdout, p.stdout + p.stderr  # EIO, nothing renamed
     assert "acked" in p.stdout, p.stdout + p.stderr
-    assert info(dev)["live_records"] == 0, "a record outlived the truncate"
-    power_cut(dev, path)
-    assert path.read_bytes() == b"y" * 10 + b"x" * 990
+    assert info(dev)["live_records"] == 0, "a record outlived the rename"
+    power_cut(dev, moved)
+    assert moved.read_bytes() == b"y" * 10 + b"x" * 4086
 
 
 def test_a_truncate_or_hole_of_a_file_without_records_makes_no_sync(dev, diskdir):

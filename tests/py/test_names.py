@@ -1,0 +1,109 @@
+"""Names of files with records (src/preload/names.c): an unlink, or a rename
+over such a file, costs no sync; its records stay until the write-back
+thread has made the removal durable (a directory sync), because until then
+a power cut can bring the file back -- and then it must come back with what
+was acknowledged. Recovery applies records only to the very file that wrote
+them: a new file on the removed one's name and inode number never takes
+them. Power cuts here are real ones, of an ext4 on a volatile disk."""
+import json
+import os
+import time
+
+import pytest
+
+from conftest import TDAX, info, run, started, tdax_run
+
+# The write-back thread must not run before the crash (its first pass would
+# make the removal durable and let the records go): a pass every 10 s.
+HOLD = {"TDAX_WB_INTERVAL_MS": "10000"}
+
+APP = r"""
+import os, sys
+path, how = sys.argv[1], sys.argv[2]
+dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"old content on flash"); os.fsync(fd); os.fsync(dfd)  # durable, name and all
+os.pwrite(fd, b"ACKED", 0); os.fdatasync(fd)                        # lightweight: acknowledged
+old_ino = os.fstat(fd).st_ino
+os.close(fd)
+if how == "unlink":
+    os.unlink(path)
+elif how == "rename-over":
+    new = os.open(path + ".new", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(new, b"the replacement"); os.fsync(new); os.close(new)
+    os.rename(path + ".new", path)
+elif how == "truncate":
+    os.truncate(path, 8)                                        # a record, no sync
+    fd = os.open(path, os.O_WRONLY)
+    os.pwrite(fd, b"Z", 12); os.fdatasync(fd)                   # lightweight: acknowledged
+elif how == "reuse":
+    os.unlink(path)
+    new = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(new, b"a new file"); os.fsync(new); os.fsync(dfd)     # the removal is durable now
+    print("inode reused" if os.fstat(new).st_ino == old_ino else "other inode", flush=True)
+print("done", flush=True)
+os.kill(os.getpid(), 9)  # before any write-back pass
+"""
+
+
+def crash_after(dev, voldisk, how, records=1):
+    path = voldisk.mnt / "f"
+    p = tdax_run(dev, APP, path, how, env=HOLD, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    # Nothing synced the file since its acknowledged write (a sync would
+    # have released its records; the killed process's counters are lost).
+    assert info(dev)["live_records"] >= records
+    voldisk.cut()
+    voldisk.reboot()
+    rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
+    return path, p.stdout, rep
+
+
+@pytest.mark.parametrize("how", ["unlink", "rename-over"])
+def test_a_removed_file_a_power_cut_brings_back_has_what_was_acknowledged(dev, voldisk, how):
+    path, _, rep = crash_after(dev, voldisk, how)
+    # Nothing made the removal durable (no journal commit after it): the
+    # old file is back under its name, and with it its records.
+    assert path.read_bytes() == b"ACKEDontent on flash", rep  # "old c" overwritten
+    assert rep["applied"] >= 1
+
+
+def test_a_truncate_by_name_is_replayed_in_order_after_a_power_cut(dev, voldisk):
+    path, _, rep = crash_after(dev, voldisk, "truncate", records=3)  # write, truncate, write
+    assert path.read_bytes() == b"ACKEDont" + b"\0" * 4 + b"Z", rep
+
+
+def test_a_new_file_on_a_removed_files_name_and_inode_never_takes_its_records(dev, voldisk):
+    path, out, rep = crash_after(dev, voldisk, "reuse")
+    print(out)  # whether ext4 gave the new file the old inode number
+    assert path.read_bytes() == b"a new file", rep
+    old = [f for f in rep["files"] if f["outcome"] != "recovered"]
+    # Removed by the application (tdax saw it): let go, not reported as unmatched.
+    assert rep["applied"] == 0 and old and old[0]["outcome"] == "discarded", rep
+
+
+def test_an_unlink_costs_no_sync_and_the_write_back_lets_the_records_go(dev, diskdir):
+    """The default write-back makes the removal durable within a pass and
+    releases the records and the entry; the application never waits."""
+    path = diskdir / "f"
+    code = r"""
+import os, sys, time
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)
+os.write(fd, b"x" * 5000); os.fdatasync(fd); os.close(fd)
+os.unlink(path)
+print("unlinked", flush=True)
+time.sleep(60)
+"""
+    with started(dev, code, path) as p:
+        assert p.stdout.readline().strip() == "unlinked"
+        for _ in range(200):  # a pass releases them, then flushes the counters
+            i = info(dev)
+            if i["live_records"] == 0 and i["counters"]["dir_syncs"]:
+                break
+            time.sleep(0.01)
+        c = i["counters"]
+        assert i["live_records"] == 0 and i["files_registered"] == 0, i
+        assert c["dir_syncs"] == 1 and c["checkpoints"] == 0 and c["real_syncs"] == 1, c
+    assert not path.exists()
