@@ -88,6 +88,8 @@ static int let_go(uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != gen)
+		return 0; /* let go already */
 	if (tdax_sync_parent_dir(f->path) != 0) {
 		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
 		return -1;
@@ -108,6 +110,8 @@ int tdax_checkpoint_file(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	uint32_t gen = f->gen;
+	if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
+		return 0; /* freed (a removed file let go): nothing of it left */
 	if (atomic_load(&f->rt.removed))
 		return let_go(idx, gen);
 	bool gone = false;
