@@ -24,7 +24,7 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -224,7 +224,12 @@ def as_postgres(argv):
 
 
 def start(app, d, oracle, device, env, tdax):
-    pre = [tdax, "run", "--quiet", "--device", device, "--"]
+    # raw-always: the raw workload with every write logged, so that its
+    # truncates are records and its scratch files are removed with records
+    # (under the default policy, a file synced twice gets none).
+    policy = ["--policy", "always"] if app == "raw-always" else []
+    app = "raw" if app == "raw-always" else app
+    pre = [tdax, "run", "--quiet", "--device", device] + policy + ["--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
         sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust", "--data-checksums"]))
@@ -257,27 +262,38 @@ def start(app, d, oracle, device, env, tdax):
 def check_raw(d, oracle):
     """Every acknowledged record in its file: under the name it was written
     to, or the one a rename gave it (the oracle notes a rename before it
-    happens, so either may hold it)."""
-    renamed, acked = {}, []
+    happens, so either may hold it); records acknowledged in a file before
+    the oracle notes its truncation may be gone. A scratch file a power
+    cut brought back holds whole records only."""
+    renamed, acked, scratch = {}, [], set()
     for line in oracle.read_text().splitlines():
         parts = line.split()
         if parts[0] == "rename":
             renamed[parts[1]] = parts[2]
+        elif parts[0] == "truncate":
+            acked = [a for a in acked if a[0] != parts[1]]
+        elif parts[0] == "scratch":
+            scratch.add(int(parts[1]))
         else:
             acked.append((parts[0], int(parts[1])))
-    have = {}
+    have, records = {}, {}
     for f in d.iterdir():
-        data, pos, seqs = f.read_bytes(), 0, set()
+        data, pos, seqs = f.read_bytes(), 0, []
         while pos + HDR.size <= len(data):
             magic, n, seq, crc = HDR.unpack_from(data, pos)
             body = data[pos + HDR.size:pos + HDR.size + n]
             if magic != b"TDXO" or len(body) != n or zlib.crc32(body) != crc:
                 break  # a torn tail: only writes in flight may be here
-            seqs.add(seq)
+            seqs.append(seq)
             pos += HDR.size + n
-        have[f.name] = seqs
+        have[f.name], records[f.name] = set(seqs), seqs
     lost = [(n, s) for n, s in acked
             if s not in have.get(n, set()) and s not in have.get(renamed.get(n, ""), set())]
+    # A scratch file back from the dead: if it is one that was acknowledged
+    # (its first record says which), it holds both of its records.
+    back = records.get("scratch", [])
+    if back and back[0] in scratch and back != [back[0]] * 2:
+        lost.append(("scratch", back[0]))
     return len(acked), len(lost), f"first lost: {lost[:3]}" if lost else ""
 
 
@@ -365,7 +381,7 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis,
+CHECK = {"raw": check_raw, "raw-always": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis,
          "postgres": check_postgres, "rocksdb": check_rocksdb}
 
 
@@ -473,7 +489,7 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
+    ap.add_argument("--apps", default="raw,raw-always,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

@@ -22,8 +22,12 @@ def record(seq, rng_len):
 
 def raw(d, oracle):
     """Several files, each with one writer path: O_APPEND write + fdatasync,
-    pwrite + fsync, writev + fdatasync, O_DSYNC writes, pwritev RWF_DSYNC; and
-    every 300 records the append log is rotated by rename."""
+    pwrite + fsync, writev + fdatasync, O_DSYNC writes, pwritev RWF_DSYNC;
+    every 300 records the append log is rotated by rename, and every 200 the
+    pwrite file is truncated to nothing and written again from its start
+    (by ftruncate, truncate by name, or an open with O_TRUNC, in turn); and
+    every 10 a scratch file is created, written and synced twice, and
+    removed: if a power cut brings it back, it holds what was acknowledged."""
     o = os.open(oracle, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     files = {}
 
@@ -62,6 +66,27 @@ def raw(d, oracle):
             os.pwritev(fd, [rec], offs.get(name, 0), os.RWF_DSYNC)
         offs[name] = offs.get(name, 0) + len(rec)
         os.write(o, b"%s %d\n" % (name.encode(), seq))
+        if kind == 1 and seq % 200 == 1:  # intent first: what was acknowledged in it may go
+            os.write(o, b"truncate %s\n" % name.encode())
+            path = os.path.join(d, name)
+            how = seq // 200 % 3
+            if how == 0:
+                os.ftruncate(fd, 0)
+            elif how == 1:
+                os.truncate(path, 0)
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
+            offs[name] = 0
+        if seq % 10 == 0:  # a file that lives for two syncs (SQLite's rollback journal)
+            path = os.path.join(d, "scratch")
+            s_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(s_fd, rec)
+            os.fdatasync(s_fd)
+            os.write(s_fd, rec)
+            os.fdatasync(s_fd)
+            os.close(s_fd)
+            os.write(o, b"scratch %d\n" % seq)  # acknowledged, then removed
+            os.unlink(path)
         if kind == 0 and seq % 300 == 0:  # rotate the append log (intent first: a kill may
             os.write(o, b"rename %s %s.old\n" % (name.encode(), name.encode()))  # come in between)
             os.rename(os.path.join(d, name), os.path.join(d, name + ".old"))
