@@ -543,9 +543,9 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 		made |= rc == 0;
 		if (rc == 0)
 			rc = tdax_sys_fallocate(dev.fd, 0, 0, (off_t)cap) == 0 ? 0 : errno;
-		if (rc == 0 && o->set_owner && fchown(dev.fd, o->owner, o->group) != 0)
+		if (rc == 0 && o->set_owner && tdax_syscall(SYS_fchown, dev.fd, o->owner, o->group) != 0)
 			rc = errno;
-		if (rc == 0 && fchmod(dev.fd, mode) != 0)
+		if (rc == 0 && tdax_syscall(SYS_fchmod, dev.fd, mode) != 0)
 			rc = errno;
 		if (rc != 0) {
 			if (rc > 0)

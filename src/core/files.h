@@ -57,6 +57,9 @@ struct tdax_file_rt {
 	 * recovery lets the records of such a file go when its path no
 	 * longer leads to it, instead of reporting it unmatched. */
 	_Atomic uint32_t removed;
+	/* Attribute changes (chmod, chown, utimensat, xattrs) since the last
+	 * real fsync: the log holds none, so the next fsync is real. */
+	_Atomic uint32_t attrs_changed;
 };
 _Static_assert(sizeof(struct tdax_file_rt) <= 192, "runtime state fits its place in the entry");
 

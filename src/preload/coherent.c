@@ -163,6 +163,13 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
 	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
 }
 
+void tdax_coherent_attrs_changed(uint32_t idx)
+{
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_META, idx, 0, 0, TDAX_FB_METADATA);
+	atomic_fetch_add(&tdax_rt_of(idx)->attrs_changed, 1);
+}
+
 /*
  * The kernel's copy after a failed sync cannot be trusted (Linux may have
  * marked the failed pages clean). If every change since the last real sync
@@ -227,6 +234,7 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	uint64_t first = atomic_exchange(&rt->first_log_ns, 0);
 	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
 	uint64_t unc = atomic_load(&rt->uncovered);
+	uint32_t attrs = atomic_load(&rt->attrs_changed);
 	uint64_t upto = atomic_load(dev->seq);
 	tdax_shadow_before_sync(fd, tdax_file_at(dev, idx)->path);
 	int rc = rewrite_after_error(fd, idx, gen);
@@ -246,6 +254,8 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 		return -1;
 	}
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
+	if (!datasync)
+		atomic_compare_exchange_strong(&rt->attrs_changed, &attrs, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(dev, idx, gen, upto);
 	return 0;
@@ -302,7 +312,8 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		return -1;
 	}
 	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
-	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG)) {
+	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG) &&
+	    (datasync || !atomic_load(&rt->attrs_changed))) {
 		if (size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */

@@ -86,6 +86,11 @@ struct tdax_trunc_mark {
 struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx);
 void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m);
 
+/* The file's attributes changed (mode, owner, times, extended attributes):
+ * the log holds none of it, so its next fsync is real (fdatasync, which
+ * does not promise them, may stay lightweight). */
+void tdax_coherent_attrs_changed(uint32_t idx);
+
 /* fsync/fdatasync of a managed fd; returns what the call returns. */
 int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);
 

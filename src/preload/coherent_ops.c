@@ -289,6 +289,12 @@ static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
 	tdax_coherent_unmanage(fd, e->file_plus1 - 1, e->gen, why);
 }
 
+static void attrs_changed(int fd, const struct tdax_fd *e)
+{
+	(void)fd;
+	tdax_coherent_attrs_changed(e->file_plus1 - 1);
+}
+
 const struct tdax_mode_ops tdax_coherent_mode = {
 	.name = "coherent",
 	.write = tdax_coherent_write,
@@ -297,4 +303,5 @@ const struct tdax_mode_ops tdax_coherent_mode = {
 	.fallocate = tdax_coherent_fallocate,
 	.changed = tdax_coherent_changed,
 	.lost_sight = lost_sight,
+	.attrs_changed = attrs_changed,
 };

@@ -42,6 +42,9 @@ struct tdax_mode_ops {
 	/* A path the mode cannot follow reaches the file for good (a shared
 	 * mapping): before the real call. */
 	void (*lost_sight)(int fd, const struct tdax_fd *e, enum tdax_fallback why);
+	/* The file's attributes changed (mode, owner, times, extended
+	 * attributes), which an fsync makes durable: after the real call. */
+	void (*attrs_changed)(int fd, const struct tdax_fd *e);
 };
 
 /* Indexed by enum tdax_mode (interpose.c: the hooks' table). */

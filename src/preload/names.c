@@ -130,6 +130,16 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	return r;
 }
 
+void tdax_names_attrs_changed(int dirfd, const char *path, bool follow)
+{
+	uint32_t plus1, gen;
+	int fd = tdax_checkpoint_open(dirfd, path, follow, &plus1, &gen);
+	if (fd < 0)
+		return;
+	tdax_coherent_attrs_changed(plus1 - 1);
+	TDAX_REAL(close)(fd);
+}
+
 void tdax_names_truncate_look(int dirfd, const char *path, bool follow, struct tdax_names_trunc *t)
 {
 	t->fd = tdax_checkpoint_open(dirfd, path, follow, &t->plus1, &t->gen);

@@ -29,6 +29,11 @@ int tdax_names_unlink(int dirfd, const char *path, int flags);
 /* truncate(path, len), likewise. */
 int tdax_names_truncate(const char *path, off_t len);
 
+/* The attributes of the file dirfd/path names changed (chmod, chown,
+ * utimensat, an extended attribute; follow: through a last symbolic
+ * link): if it is a registered file, its next fsync is real. */
+void tdax_names_attrs_changed(int dirfd, const char *path, bool follow);
+
 /* A truncate by name the caller makes itself (an open with O_TRUNC):
  * look before it, tell after it whether it was done and to what size. */
 struct tdax_names_trunc {

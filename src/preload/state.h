@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "core/device.h"
 #include "core/files.h"
@@ -75,6 +76,21 @@ extern struct tdax_runtime tdax_rt;
 	X(unlink, int, (const char *))                                                \
 	X(unlinkat, int, (int, const char *, int))                                    \
 	X(truncate, int, (const char *, off_t))                                       \
+	X(fchmod, int, (int, mode_t))                                                 \
+	X(fchmodat, int, (int, const char *, mode_t, int))                            \
+	X(chmod, int, (const char *, mode_t))                                         \
+	X(fchown, int, (int, uid_t, gid_t))                                           \
+	X(fchownat, int, (int, const char *, uid_t, gid_t, int))                      \
+	X(chown, int, (const char *, uid_t, gid_t))                                   \
+	X(lchown, int, (const char *, uid_t, gid_t))                                  \
+	X(futimens, int, (int, const struct timespec *))                              \
+	X(utimensat, int, (int, const char *, const struct timespec *, int))          \
+	X(fsetxattr, int, (int, const char *, const void *, size_t, int))             \
+	X(setxattr, int, (const char *, const char *, const void *, size_t, int))     \
+	X(lsetxattr, int, (const char *, const char *, const void *, size_t, int))    \
+	X(fremovexattr, int, (int, const char *))                                     \
+	X(removexattr, int, (const char *, const char *))                             \
+	X(lremovexattr, int, (const char *, const char *))                            \
 	X(copy_file_range, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))   \
 	X(sendfile, ssize_t, (int, int, off_t *, size_t))                             \
 	X(splice, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))            \

@@ -113,6 +113,15 @@ static void changed(int fd, const struct tdax_fd *e, enum tdax_fallback why)
 		tdax_coherent_changed(fd, r, why);
 }
 
+/* Only an entry's lightweight fsync could forget them: one another process
+ * made meanwhile is joined and told. */
+static void attrs_changed(int fd, const struct tdax_fd *e)
+{
+	const struct tdax_fd *r = joined(fd, e);
+	if (r)
+		tdax_coherent_attrs_changed(r->file_plus1 - 1);
+}
+
 /* From now on the kernel alone sees what reaches the file: it needs an
  * entry that says so to every process, for as long as the path is open. */
 static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
@@ -131,4 +140,5 @@ const struct tdax_mode_ops tdax_unregistered_mode = {
 	.fallocate = fallocate_,
 	.changed = changed,
 	.lost_sight = lost_sight,
+	.attrs_changed = attrs_changed,
 };

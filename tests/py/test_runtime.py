@@ -302,6 +302,32 @@ def test_a_truncate_is_a_record_and_the_next_sync_stays_lightweight(dev, diskdir
     assert path.read_bytes() == expect
 
 
+def test_an_attribute_change_makes_the_next_fsync_real_not_the_next_fdatasync(dev, diskdir):
+    """A lightweight fsync promises what fdatasync does (data, size) and the
+    attributes tdax saw change: after a chmod, chown, utime or extended
+    attribute (by descriptor or by name) the next fsync is real; fdatasync,
+    which does not promise them, stays lightweight (docs/durability.md)."""
+    path = diskdir / "a"
+    code = r"""
+import os, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)                                         # real: a new entry
+os.write(fd, b"x" * 100); os.fdatasync(fd)           # light
+for change in (lambda: os.fchmod(fd, 0o600), lambda: os.chmod(path, 0o640),
+               lambda: os.utime(path), lambda: os.chown(fd, os.getuid(), -1),
+               lambda: os.setxattr(path, "user.tdax", b"1")):
+    change()
+    os.fdatasync(fd)                                 # light: no attribute promised
+    os.fsync(fd)                                     # real
+    os.fsync(fd)                                     # light again
+"""
+    tdax_run(dev, code, path)
+    c = info(dev)["counters"]
+    assert c["real_syncs"] == 1 + 5 and c["light_syncs"] == 1 + 5 * 2, c
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+
+
 def test_unseen_writer_is_caught_by_the_size_guard(dev, diskdir):
     path = diskdir / "u"
     c = fallback_case(dev, path, "import subprocess; subprocess.run(['/bin/sh', '-c', 'echo x >> %s'], env={})" % path)
