@@ -18,11 +18,11 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+/* The identity's checksum: not the path, which a rename changes in place
+ * while the file has live records (files.h). */
 static uint32_t ident_crc(const struct tdax_file *f)
 {
-	uint32_t c = tdax_crc32c(0, &f->gen, offsetof(struct tdax_file, crc) -
-				 offsetof(struct tdax_file, gen));
-	return tdax_crc32c(c, f->path, strnlen(f->path, sizeof(f->path)));
+	return tdax_crc32c(0, &f->gen, offsetof(struct tdax_file, crc) - offsetof(struct tdax_file, gen));
 }
 
 int tdax_ident_of_fd(int fd, struct tdax_ident *id)
@@ -69,7 +69,7 @@ bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b)
 bool tdax_file_valid(const struct tdax_file *f)
 {
 	return atomic_load(&f->state) == TDAX_FILE_ACTIVE && f->crc == ident_crc(f) &&
-	       memchr(f->path, '\0', sizeof(f->path)) != NULL;
+	       f->path[sizeof(f->path) - 1] == '\0';
 }
 
 /* Cheap comparisons first: the checksum is computed only on a match. */
@@ -251,17 +251,20 @@ bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino)
 	return atomic_load(dev->index_epoch) != epoch;
 }
 
-/* Set path and identity checksum of an entry and persist it. */
+/*
+ * Write an entry's path and persist it. In place, the entry valid all the
+ * while: a crash in the middle leaves a path that leads nowhere, never an
+ * invalid entry (its live records would be dead with it); a rename of a
+ * file with records logs both names first (tdax_log_rename), and recovery
+ * tries them. The last byte is never written: the path always ends.
+ */
 static void set_path(struct tdax_device *dev, struct tdax_file *f, const char *path)
 {
-	/* Callers refuse longer paths: the entry keeps its NUL (tdax_file_valid). */
-	TDAX_ASSERT(strlen(path) < TDAX_FILE_PATH_MAX);
-	/* Recovery skips the entry while its identity changes. */
-	TDAX_ASSERT(atomic_load(&f->state) == TDAX_FILE_CLAIMING);
-	memset(f->path, 0, sizeof(f->path));
-	memcpy(f->path, path, strlen(path));
-	f->crc = ident_crc(f);
-	tdax_persist(dev, f, offsetof(struct tdax_file, rt));
+	/* Callers refuse longer paths. */
+	size_t n = strlen(path);
+	TDAX_ASSERT(n < TDAX_FILE_PATH_MAX);
+	memcpy(f->path, path, n);
+	memset(f->path + n, 0, sizeof(f->path) - 1 - n);
 	tdax_persist(dev, f->path, sizeof(f->path));
 }
 
@@ -273,13 +276,7 @@ int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const
 	reg_lock(dev);
 	int rc = -1;
 	if (f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE) {
-		/* Invalid while the path changes: recovery skips it, and it has
-		 * no live records to skip. */
-		atomic_store(&f->state, TDAX_FILE_CLAIMING);
-		tdax_persist(dev, f, TDAX_CACHELINE);
 		set_path(dev, f, path);
-		atomic_store(&f->state, TDAX_FILE_ACTIVE);
-		tdax_persist(dev, f, TDAX_CACHELINE);
 		rc = 0;
 	}
 	tdax_pidlock_release(dev->reglock);
@@ -447,7 +444,10 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	/* What was written to the file before it had an entry is in no
 	 * record: its first sync, whoever makes it, is a real one. */
 	atomic_store(&f->rt.uncovered, 1);
+	f->path[sizeof(f->path) - 1] = '\0';
 	set_path(dev, f, path);
+	f->crc = ident_crc(f);
+	tdax_persist(dev, f, offsetof(struct tdax_file, rt));
 	index_put(dev, (uint32_t)slot, id.ino); /* findable before it is active */
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
 	tdax_persist(dev, f, TDAX_CACHELINE);
@@ -493,11 +493,7 @@ int tdax_files_move_below(struct tdax_device *dev, const char *from, const char 
 		char path[TDAX_FILE_PATH_MAX + 1];
 		if (!rest || snprintf(path, sizeof(path), "%s%s", dst, rest) >= TDAX_FILE_PATH_MAX)
 			continue; /* not below, or too long now: recovery will find it unmatched */
-		atomic_store(&f->state, TDAX_FILE_CLAIMING);
-		tdax_persist(dev, f, TDAX_CACHELINE);
 		set_path(dev, f, path);
-		atomic_store(&f->state, TDAX_FILE_ACTIVE);
-		tdax_persist(dev, f, TDAX_CACHELINE);
 		moved++;
 	}
 	tdax_pidlock_release(dev->reglock);

@@ -73,7 +73,7 @@ struct tdax_file {
 	uint32_t uid;
 	uint32_t gid;
 	uint32_t flags;                /* TDAX_FILE_HAS_IGEN, TDAX_FILE_HAS_BTIME */
-	uint32_t crc;                  /* identity: gen .. flags and path */
+	uint32_t crc;                  /* identity: gen .. flags (not the path) */
 	_Atomic uint64_t released_seq; /* records with seq <= this are dead */
 	union {
 		struct tdax_file_rt rt;
@@ -162,14 +162,16 @@ bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
  * freed. Never waits for the registration lock. */
 bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
-/* The file was renamed: record its new absolute path (its records must have
- * been released before, so none refers to the old one). */
+/* The file was renamed: its new absolute path, written in place (files.c,
+ * set_path). Its live records stay valid: the caller logs the rename
+ * first (tdax_log_rename), so that recovery finds the file under either
+ * name whatever a crash leaves of the entry's path. */
 int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path);
 
 /* The directory `from` was renamed to `to` (absolute paths): every entry
  * below it takes its new path; with exchange, entries below `to` move to
  * `from` as well (RENAME_EXCHANGE). Returns how many entries moved. Their
- * records should have been released before (see tdax_files_rename). */
+ * records should have been released before (no rename record names them). */
 int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange);
 
 /* The file is gone (last link removed, records released): free the entry. */

@@ -326,6 +326,29 @@ int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uin
 	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq);
 }
 
+int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *from,
+		    const char *to, uint64_t *seq)
+{
+	char names[2 * TDAX_FILE_PATH_MAX];
+	size_t a = strlen(from), b = strlen(to);
+	if (a >= TDAX_FILE_PATH_MAX || b >= TDAX_FILE_PATH_MAX)
+		return -EINVAL;
+	memcpy(names, from, a + 1);
+	memcpy(names + a + 1, to, b + 1);
+	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq);
+}
+
+bool tdax_rec_rename_paths(const struct tdax_rec *r, const char *data, const char **from,
+			   const char **to)
+{
+	const char *end = data + r->len, *nul = memchr(data, '\0', r->len);
+	if (r->kind != TDAX_REC_RENAME || !nul || !memchr(nul + 1, '\0', (size_t)(end - nul - 1)))
+		return false;
+	*from = data;
+	*to = nul + 1;
+	return true;
+}
+
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq)
 {
 	tdax_file_release(dev, file, fgen, seq);
@@ -372,7 +395,9 @@ static bool header_ok(const struct tdax_rec *r, uint32_t i, uint32_t e, uint64_t
 	struct tdax_rec h = *r;
 	h.hcrc = h.crc = 0;
 	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc &&
-	       (r->kind == TDAX_REC_WRITE || (r->kind == TDAX_REC_TRUNCATE && r->len == 0)) && r->len <= left && tdax_rec_size(r->len) <= left;
+	       (r->kind == TDAX_REC_WRITE || (r->kind == TDAX_REC_TRUNCATE && r->len == 0) ||
+		(r->kind == TDAX_REC_RENAME && r->len >= 4 && r->len <= 2 * TDAX_FILE_PATH_MAX)) &&
+	       r->len <= left && tdax_rec_size(r->len) <= left;
 }
 
 static bool data_ok(const struct tdax_rec *r)

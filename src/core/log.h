@@ -24,8 +24,10 @@
 
 /* What a record asks of its file: WRITE puts its len data bytes at off;
  * TRUNCATE (no data) sets the file's size to off. Replay applies a file's
- * records in sequence order. */
-enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2 };
+ * records in sequence order. RENAME changes nothing in the file: its data
+ * are the two absolute names the file had and took ("old\0new\0"), the
+ * places recovery looks for it besides its entry's path. */
+enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2, TDAX_REC_RENAME = 3 };
 
 struct tdax_rec {
 	uint32_t magic;
@@ -102,6 +104,17 @@ int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint6
  * as tdax_log_append. */
 int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,
 		      uint64_t *seq);
+
+/* Append a rename of (file, fgen) from path `from` to `to` (absolute, each
+ * shorter than TDAX_FILE_PATH_MAX), persistent on return; returns as
+ * tdax_log_append (-EINVAL for a path too long). */
+int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *from,
+		    const char *to, uint64_t *seq);
+
+/* The names a RENAME record holds, checked to be two NUL-terminated paths
+ * within its data; false if they are not. */
+bool tdax_rec_rename_paths(const struct tdax_rec *r, const char *data, const char **from,
+			   const char **to);
 
 /* Records of (file, fgen) up to seq are in the file on flash: free them. */
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq);

@@ -190,9 +190,9 @@ static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, 
 	return 0;
 }
 
-/* Open the registered file for writing, as the user the region's trust
- * allows, once its identity is checked without opening it. */
-static int open_as_owner(const struct trust *t, const struct tdax_file *f,
+/* Open the registered file at path for writing, as the user the region's
+ * trust allows, once its identity is checked without opening it. */
+static int open_as_owner(const struct trust *t, const struct tdax_file *f, const char *path,
 			 struct tdax_recover_file *out)
 {
 	uid_t uid = (uid_t)-1;
@@ -206,7 +206,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f,
 		setfsuid(uid);
 	}
 	int fd = -1, e = 0;
-	int pfd = tdax_sys_open(f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	int pfd = tdax_sys_open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (pfd < 0) {
 		e = errno;
 	} else if (same_file(pfd, false, f, uid, must_own, out) == 0) {
@@ -250,12 +250,48 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* Apply one record to the file: its bytes, or its truncate. */
+/* Apply one record to the file: its bytes, or its truncate (a rename
+ * changed only where the file is). */
 static int apply(int fd, const struct live *l)
 {
 	if (l->h.kind == TDAX_REC_TRUNCATE)
 		return tdax_sys_ftruncate(fd, (off_t)l->h.off);
+	if (l->h.kind == TDAX_REC_RENAME)
+		return 0;
 	return write_all(fd, l->data, l->h.len, l->h.off);
+}
+
+/*
+ * Open the file of records v[0..n), wherever it is: a crash may have kept
+ * or undone any of its renames, and cut the entry's path short while a
+ * rename wrote it. So the names its RENAME records hold, the newest first
+ * (where it went, then where it was), then the entry's path; the first
+ * that leads to the registered file. -1 with out saying why if none does
+ * (the last refusal, or one that is not "unmatched").
+ */
+static int open_anywhere(const struct trust *t, const struct tdax_file *f, const struct live *v,
+			 size_t n, struct tdax_recover_file *out)
+{
+	for (size_t i = n; i-- > 0;) {
+		char names[2 * TDAX_FILE_PATH_MAX]; /* a copy: the region may change meanwhile */
+		const char *from, *to;
+		if (v[i].h.kind != TDAX_REC_RENAME || v[i].h.len > sizeof(names))
+			continue;
+		memcpy(names, v[i].data, v[i].h.len);
+		if (!tdax_rec_rename_paths(&v[i].h, names, &from, &to))
+			continue;
+		for (int k = 0; k < 2; k++) {
+			const char *p = k ? from : to;
+			int fd = open_as_owner(t, f, p, out);
+			if (fd >= 0) {
+				snprintf(out->path, sizeof(out->path), "%s", p);
+				return fd;
+			}
+			if (out->outcome != TDAX_UNMATCHED)
+				return -1;
+		}
+	}
+	return open_as_owner(t, f, f->path, out);
 }
 
 /* Bring one file up to date with its records v[0..n). */
@@ -278,7 +314,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
 		       "recover again");
 	else
-		fd = open_as_owner(t, f, out);
+		fd = open_anywhere(t, f, v, n, out);
 	if (fd < 0) {
 		/* A file that is gone -- the application removed it (tdax saw
 		 * it: rt.removed), or the caller says to let such files go --

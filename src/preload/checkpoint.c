@@ -224,14 +224,20 @@ int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)
 	return tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 }
 
-void tdax_checkpoint_below(const char *dir)
+int tdax_checkpoint_below(const char *dir)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	size_t n = strlen(dir);
+	int rc = 0, e = 0;
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
 		const struct tdax_file *f = tdax_file_at(dev, i);
 		if (atomic_load(&f->state) == TDAX_FILE_ACTIVE && strncmp(f->path, dir, n) == 0 &&
-		    f->path[n] == '/' && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)))
-			tdax_checkpoint_file(i);
+		    f->path[n] == '/' && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)) &&
+		    tdax_checkpoint_file(i) != 0) {
+			rc = -1;
+			e = errno;
+		}
 	}
+	errno = e ? e : errno;
+	return rc;
 }

@@ -43,7 +43,8 @@ int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plu
 bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
- * registered file below it that has records. */
-void tdax_checkpoint_below(const char *dir);
+ * registered file below it that has records. 0, or -1 with errno if one
+ * failed (its records stay). */
+int tdax_checkpoint_below(const char *dir);
 
 #endif

@@ -132,6 +132,22 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
 }
 
+/* A metadata record of (idx, gen) was appended: the file has records. */
+static void logged_meta(uint32_t idx)
+{
+	uint64_t zero = 0;
+	atomic_compare_exchange_strong(&tdax_rt_of(idx)->first_log_ns, &zero, tdax_coarse_ns());
+	tdax_rt.touched[idx] = 1;
+}
+
+/* Records worth keeping in order with a new one: the file has some, or all
+ * its changes since the last real sync are logged. */
+static bool keeps_order(const struct tdax_file_rt *rt)
+{
+	return atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite) ||
+	       (!atomic_load(&rt->uncovered) && !atomic_load(&rt->unmanaged));
+}
+
 struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx)
 {
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
@@ -145,13 +161,9 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
 	if (f->gen != gen)
 		return; /* the entry was freed: nothing to keep */
 	atomic_store(&rt->size_seen, size);
-	bool records = atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite);
-	bool covered = !atomic_load(&rt->uncovered) && !atomic_load(&rt->unmanaged);
 	uint64_t seq;
-	if ((records || covered) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0) {
-		uint64_t zero = 0;
-		atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_coarse_ns());
-		tdax_rt.touched[idx] = 1;
+	if (keeps_order(rt) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0) {
+		logged_meta(idx);
 		tdax_count(TDAX_ST_LOGGED_TRUNCATES, 1);
 		/* A logged write in flight, or one that ended, since the look:
 		 * its record may stand before or after this one against the
@@ -161,6 +173,17 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
 			return;
 	}
 	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
+}
+
+bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const char *to)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	uint64_t seq;
+	if (f->gen != gen || !keeps_order(&f->rt) || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
+		return false;
+	logged_meta(idx);
+	tdax_count(TDAX_ST_LOGGED_RENAMES, 1);
+	return true;
 }
 
 void tdax_coherent_attrs_changed(uint32_t idx)

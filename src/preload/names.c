@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,14 +30,35 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 	return ok;
 }
 
-/* A registered file now lives at dirfd/path: record it for recovery. */
-static void moved_to(uint32_t plus1, uint32_t gen, int dirfd, const char *path)
+/*
+ * The registered file (idx, gen), open as fd, now lives at dirfd/path:
+ * its entry takes the new name, so that recovery finds it. If it has
+ * records, or every change of it is logged, the rename is a record first
+ * (both names: tdax_coherent_renamed), and nothing is synced. Otherwise,
+ * or if the log is full, its records (if any) are checkpointed first and
+ * its next sync is real. A name tdax cannot record (too long) leaves it to
+ * the kernel.
+ */
+static void moved_to(int fd, uint32_t idx, uint32_t gen, int dirfd, const char *path)
 {
-	char abs[TDAX_FILE_PATH_MAX + 1];
+	char to[TDAX_FILE_PATH_MAX + 1], from[TDAX_FILE_PATH_MAX];
 	bool is_dir;
-	if (abs_path(dirfd, path, abs, &is_dir))
-		tdax_files_rename(tdax_rt.dev, plus1 - 1, gen, abs);
-	tdax_coherent_uncover(plus1 - 1, TDAX_FB_METADATA);
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	if (f->gen != gen)
+		return;
+	if (!abs_path(dirfd, path, to, &is_dir) || strlen(to) >= TDAX_FILE_PATH_MAX) {
+		tdax_checkpoint_if_records(fd, idx, gen);
+		tdax_coherent_kernel_only(idx, TDAX_FB_UNREGISTERED);
+		return;
+	}
+	snprintf(from, sizeof(from), "%s", f->path);
+	if (tdax_coherent_renamed(idx, gen, from, to)) {
+		tdax_files_rename(tdax_rt.dev, idx, gen, to);
+		return;
+	}
+	tdax_checkpoint_if_records(fd, idx, gen);
+	tdax_files_rename(tdax_rt.dev, idx, gen, to);
+	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
 }
 
 static int real_rename(int olddir, const char *oldpath, int newdir, const char *newpath, unsigned flags)
@@ -45,30 +67,30 @@ static int real_rename(int olddir, const char *oldpath, int newdir, const char *
 		     : TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
 }
 
+static void close_both(int a, int b)
+{
+	if (a >= 0)
+		TDAX_REAL(close)(a);
+	if (b >= 0)
+		TDAX_REAL(close)(b);
+}
+
 /*
- * Before a rename replaces newpath and moves oldpath: checkpoint both (and
- * with RENAME_EXCHANGE, both move). After it, record where each registered
- * file went, so that recovery finds it; a directory takes every registered
- * file below it along, and those are checkpointed first too.
+ * A rename moves oldpath's file (with RENAME_EXCHANGE, newpath's too): each
+ * registered one takes its new name, logged (moved_to). The file it
+ * replaces keeps its records until its removal is durable
+ * (tdax_checkpoint_unnamed). A directory takes every registered file below
+ * it along; those are checkpointed first, and the rename fails with the
+ * checkpoint's error if one fails (records that cannot be written back
+ * would be looked for under the old name).
  */
 int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned flags)
 {
 	bool exchange = flags & RENAME_EXCHANGE;
 	uint32_t new_plus1, new_gen, old_plus1, old_gen;
-	/* The file it replaces keeps its records (tdax_checkpoint_unnamed);
-	 * one that moves is checkpointed (its entry's path changes). */
 	int new_fd = tdax_checkpoint_open(newdir, newpath, false, &new_plus1, &new_gen);
-	if ((exchange && new_fd >= 0 && tdax_checkpoint_if_records(new_fd, new_plus1 - 1, new_gen) != 0) ||
-	    tdax_checkpoint_path(olddir, oldpath, false, &old_plus1, &old_gen) != 0) {
-		/* Records that cannot be written back cannot follow the file
-		 * to its new name: the checkpoint's error, nothing renamed. */
-		int e = errno;
-		if (new_fd >= 0)
-			TDAX_REAL(close)(new_fd);
-		errno = e;
-		return -1;
-	}
+	int old_fd = tdax_checkpoint_open(olddir, oldpath, false, &old_plus1, &old_gen);
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	/* The paths matter only for a directory (registered files below it
@@ -78,16 +100,17 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	bool paths = exchange || tdax_shadow_on() || fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		     S_ISDIR(st.st_mode);
 	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir)) {
-		if (new_fd >= 0)
-			TDAX_REAL(close)(new_fd);
+		close_both(new_fd, old_fd);
 		return real_rename(olddir, oldpath, newdir, newpath, flags); /* its error */
 	}
 	if (!exchange || !abs_path(newdir, newpath, new_abs, &new_dir))
 		new_dir = false;
-	if (old_dir)
-		tdax_checkpoint_below(old_abs);
-	if (new_dir)
-		tdax_checkpoint_below(new_abs);
+	if ((old_dir && tdax_checkpoint_below(old_abs) != 0) || (new_dir && tdax_checkpoint_below(new_abs) != 0)) {
+		int e = errno;
+		close_both(new_fd, old_fd);
+		errno = e;
+		return -1;
+	}
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
 	if (r == 0) {
@@ -95,9 +118,9 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 		    tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen))
 			tdax_writeback_ensure();
 		if (old_plus1)
-			moved_to(old_plus1, old_gen, newdir, newpath);
+			moved_to(old_fd, old_plus1 - 1, old_gen, newdir, newpath);
 		if (exchange && new_plus1)
-			moved_to(new_plus1, new_gen, olddir, oldpath);
+			moved_to(new_fd, new_plus1 - 1, new_gen, olddir, oldpath);
 		char now[TDAX_FILE_PATH_MAX + 1];
 		bool dir;
 		if (paths && (old_dir || new_dir || tdax_shadow_on()) && abs_path(newdir, newpath, now, &dir)) {
@@ -106,8 +129,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 			tdax_shadow_renamed(old_abs, now, exchange);
 		}
 	}
-	if (new_fd >= 0)
-		TDAX_REAL(close)(new_fd);
+	close_both(new_fd, old_fd);
 	errno = err;
 	return r;
 }

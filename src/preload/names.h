@@ -4,10 +4,11 @@
  * until the write-back thread has made the removal durable; recovery
  * applies them only to the very file that wrote them (device, inode and
  * its generation or birth time), so a later file on the name or the inode
- * never takes them. A truncate by name is a record, as ftruncate's. A
- * renamed file with records is checkpointed first; after the rename the
- * file table records where it went, so that recovery finds it. A file that
- * lives on under a name tdax does not know goes to the kernel for good.
+ * never takes them. A truncate by name is a record, as ftruncate's, and
+ * so is a rename of a file with records (both names), after which the file
+ * table records where it went: recovery finds it under whichever name a
+ * crash left. A file that lives on under a name tdax does not know goes to
+ * the kernel for good.
  */
 #ifndef TDAX_NAMES_H
 #define TDAX_NAMES_H

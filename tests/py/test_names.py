@@ -1,5 +1,5 @@
-"""Names of files with records (src/preload/names.c): an unlink, or a rename
-over such a file, costs no sync; its records stay until the write-back
+"""Names of files with records (src/preload/names.c): an unlink, a rename
+of or over such a file, costs no sync; a removed file's records stay until the write-back
 thread has made the removal durable (a directory sync), because until then
 a power cut can bring the file back -- and then it must come back with what
 was acknowledged. Recovery applies records only to the very file that wrote
@@ -32,6 +32,12 @@ elif how == "rename-over":
     new = os.open(path + ".new", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(new, b"the replacement"); os.fsync(new); os.close(new)
     os.rename(path + ".new", path)
+elif how.startswith("rename"):
+    os.rename(path, path + ".moved")                            # a record, no sync
+    if how == "rename-durable":
+        os.fsync(dfd)
+    fd = os.open(path + ".moved", os.O_WRONLY)
+    os.pwrite(fd, b"MOVED", 6); os.fdatasync(fd)                # lightweight: acknowledged
 elif how == "truncate":
     os.truncate(path, 8)                                        # a record, no sync
     fd = os.open(path, os.O_WRONLY)
@@ -66,6 +72,17 @@ def test_a_removed_file_a_power_cut_brings_back_has_what_was_acknowledged(dev, v
     # old file is back under its name, and with it its records.
     assert path.read_bytes() == b"ACKEDontent on flash", rep  # "old c" overwritten
     assert rep["applied"] >= 1
+
+
+@pytest.mark.parametrize("how", ["rename", "rename-durable"])
+def test_a_renamed_file_is_found_under_whichever_name_the_power_cut_left(dev, voldisk, how):
+    """A rename of a file with records syncs nothing: a record holds both
+    names, and recovery looks under each."""
+    path, _, rep = crash_after(dev, voldisk, how, records=3)  # write, rename, write
+    where = path.with_name("f.moved") if how == "rename-durable" else path
+    assert not (path.with_name("f.moved") if where == path else path).exists()
+    assert where.read_bytes() == b"ACKEDoMOVED on flash", rep
+    assert rep["files"][0]["path"] == str(where) and rep["files"][0]["outcome"] == "recovered", rep
 
 
 def test_a_truncate_by_name_is_replayed_in_order_after_a_power_cut(dev, voldisk):
