@@ -1,9 +1,11 @@
 /*
  * checkpoint -- checkpoints of files tdax has to open itself (checkpoint.h):
- * by file index (write-back, downgrades), by path (before a truncate,
- * unlink or rename), every registered file below a directory (before the
- * directory is renamed). The checkpoint itself -- the real sync, then the
- * release of the records -- is coherent mode's (tdax_coherent_checkpoint_fd).
+ * by file index (write-back, downgrades), every registered file below a
+ * directory (before the directory is renamed); the registered file a path
+ * names (for the truncate, unlink, rename and attribute hooks); and what a
+ * removed file's records wait for (its directory's sync). The checkpoint
+ * itself -- the real sync, then the release of the records -- is coherent
+ * mode's (tdax_coherent_checkpoint_fd).
  */
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
@@ -74,7 +76,7 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
 
 /*
  * The file's last name is gone -- removed or replaced, by the application
- * (tdax_checkpoint_removed) or by a program without tdax -- and no
+ * (tdax_checkpoint_unnamed) or by a program without tdax -- and no
  * descriptor of this process leads to it. Recovery finds files by their
  * path, so once the removal is durable these records protect nothing: kept,
  * they would fail every checkpoint and downgrade of the file for good and
@@ -201,18 +203,6 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);
 	return -1;
-}
-
-int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
-{
-	int fd = tdax_checkpoint_open(dirfd, path, follow, plus1, gen);
-	if (fd < 0)
-		return 0;
-	int rc = tdax_checkpoint_if_records(fd, *plus1 - 1, *gen);
-	int e = errno;
-	TDAX_REAL(close)(fd);
-	errno = e;
-	return rc;
 }
 
 int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)

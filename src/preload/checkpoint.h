@@ -1,9 +1,11 @@
 /*
- * checkpoint -- checkpoints of files tdax has to open itself: by index, by
- * path, below a directory. Each is coherent mode's checkpoint (a real
- * sync, then the release of the file's records) on a descriptor opened
- * read-only (writable only when records must be written again), checked to
- * be the registered file before anything is released.
+ * checkpoint -- checkpoints of files tdax has to open itself: by index,
+ * below a directory, through a descriptor of the file a path names; and
+ * the release of a removed file's records once its removal is durable.
+ * Each checkpoint is coherent mode's (a real sync, then the release of the
+ * file's records) on a descriptor opened read-only (writable only when
+ * records must be written again), checked to be the registered file before
+ * anything is released.
  */
 #ifndef TDAX_CHECKPOINT_H
 #define TDAX_CHECKPOINT_H
@@ -29,9 +31,6 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
  * Returns 0, or -1 with errno if they could not be written back (they stay
  * live). */
 int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen);
-
-/* tdax_checkpoint_open, then tdax_checkpoint_if_records. */
-int tdax_checkpoint_path(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen);
 
 /* A name of the registered file (idx, gen) open as fd was removed (unlink,
  * or a rename over it). If that was its last, its records stay until the
