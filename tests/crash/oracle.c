@@ -13,8 +13,12 @@
  * written through every path the runtime intercepts: O_APPEND write +
  * fdatasync, pwrite + fsync, writev + fdatasync, O_DSYNC writes, pwritev2
  * RWF_DSYNC; the append log is renamed every 300 records and the pwrite
- * file truncated to zero every 200. The oracle notes a rename or truncation
- * before it happens, so a crash in between only makes the check weaker.
+ * file truncated to zero every 200 (by ftruncate, truncate and an open with
+ * O_TRUNC in turn). The oracle notes a rename or truncation before it
+ * happens, so a crash in between only makes the check weaker. Every 10
+ * records a scratch file is created, written and synced twice, noted, and
+ * unlinked (SQLite's rollback journal): if a power cut brings it back, it
+ * must hold both records.
  *
  * ORACLE for check may be a block device holding the text padded with NULs;
  * a last line without its newline (cut off by the crash) is ignored.
@@ -99,6 +103,21 @@ static int open_oracle(const char *path)
 	return o;
 }
 
+/* A file that lives for two syncs: created, written and synced twice,
+ * noted as acknowledged, removed. */
+static void scratch(const char *dir, int oracle, const char *rec, size_t n, uint64_t seq)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/scratch", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, rec, n) != (ssize_t)n || fdatasync(fd) != 0 ||
+	    write(fd, rec, n) != (ssize_t)n || fdatasync(fd) != 0 || close(fd) != 0)
+		die("cannot write or sync", path);
+	note(oracle, "scratch %llu\n", (unsigned long long)seq);
+	if (unlink(path) != 0)
+		die("cannot unlink", path);
+}
+
 static int run(const char *dir, const char *oracle_path)
 {
 	int oracle = open_oracle(oracle_path);
@@ -152,10 +171,16 @@ static int run(const char *dir, const char *oracle_path)
 			gen++;
 		} else if (k == K_PWRITE && seq % 200 == 1) { /* start the pwrite file over */
 			note(oracle, "truncate %s\n", names[k]);
-			if (ftruncate(fds[k], 0) != 0 || fsync(fds[k]) != 0)
+			snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+			int how = (int)(seq / 200 % 3), t = -1;
+			if ((how == 0 && ftruncate(fds[k], 0) != 0) || (how == 1 && truncate(path, 0) != 0) ||
+			    (how == 2 && ((t = open(path, O_WRONLY | O_TRUNC)) < 0 || close(t) != 0)) ||
+			    fsync(fds[k]) != 0)
 				die("cannot truncate", names[k]);
 			offs[k] = 0;
 		}
+		if (seq % 10 == 0)
+			scratch(dir, oracle, rec, n, seq);
 	}
 }
 
@@ -235,10 +260,16 @@ static int check(const char *dir, const char *oracle_path)
 	struct ack { char name[NAME_MAX_LEN]; uint64_t seq; bool dropped; } *acks = NULL;
 	size_t nacks = 0, cap = 0, nrenamed = 0;
 	char line[600], renamed[MAX_FILES][2][NAME_MAX_LEN];
+	/* A scratch file back from the dead: the one acknowledged last whose
+	 * first record it holds must hold both. */
+	const struct file_seqs *back = find("scratch");
+	bool back_acked = false;
 	while (fgets(line, sizeof(line), o) && line[0] && strchr(line, '\n')) {
 		char a[NAME_MAX_LEN], b[NAME_MAX_LEN];
 		unsigned long long seq;
-		if (sscanf(line, "rename %255s %255s", a, b) == 2 && nrenamed < MAX_FILES) {
+		if (sscanf(line, "scratch %llu", &seq) == 1) {
+			back_acked |= back && back->n && back->seq[0] == seq;
+		} else if (sscanf(line, "rename %255s %255s", a, b) == 2 && nrenamed < MAX_FILES) {
 			snprintf(renamed[nrenamed][0], NAME_MAX_LEN, "%s", a);
 			snprintf(renamed[nrenamed++][1], NAME_MAX_LEN, "%s", b);
 		} else if (sscanf(line, "truncate %255s", a) == 1) {
@@ -270,6 +301,11 @@ static int check(const char *dir, const char *oracle_path)
 				(unsigned long long)acks[i].seq);
 	}
 	free(acks);
+	if (back_acked && (back->n != 2 || back->seq[1] != back->seq[0])) {
+		lost++;
+		fprintf(stderr, "tdax-oracle: lost: scratch %llu came back with %zu records\n",
+			(unsigned long long)back->seq[0], back->n);
+	}
 	printf("acked %llu lost %llu\n", acked, lost);
 	return lost ? 1 : 0;
 }
