@@ -179,7 +179,10 @@ bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const c
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	uint64_t seq;
-	if (f->gen != gen || !keeps_order(&f->rt) || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
+	/* Always, not only when the file keeps records in order (as a truncate
+	 * is): a real sync of the file does not make a rename durable, so
+	 * records logged after the next one still need the old name found. */
+	if (f->gen != gen || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
 		return false;
 	logged_meta(idx);
 	tdax_count(TDAX_ST_LOGGED_RENAMES, 1);

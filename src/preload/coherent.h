@@ -86,11 +86,10 @@ struct tdax_trunc_mark {
 struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx);
 void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m);
 
-/* The file (idx, gen) was renamed from `from` to `to` (absolute): if it
- * has records or every change of it is logged, a rename record holds both
- * names, so that recovery finds it under either whatever a crash kept
- * (true); false if the caller must checkpoint instead (not covered, or the
- * log is full). */
+/* The file (idx, gen) was renamed from `from` to `to` (absolute): a rename
+ * record holds both names, so that recovery finds the file under either,
+ * whatever a crash kept (true); false if the caller must checkpoint
+ * instead (the log is full, or the entry was let go). */
 bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const char *to);
 
 /* The file's attributes changed (mode, owner, times, extended attributes):

@@ -32,12 +32,11 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 
 /*
  * The registered file (idx, gen), open as fd, now lives at dirfd/path:
- * its entry takes the new name, so that recovery finds it. If it has
- * records, or every change of it is logged, the rename is a record first
- * (both names: tdax_coherent_renamed), and nothing is synced. Otherwise,
- * or if the log is full, its records (if any) are checkpointed first and
- * its next sync is real. A name tdax cannot record (too long) leaves it to
- * the kernel.
+ * its entry takes the new name, so that recovery finds it. The rename is
+ * a record first (both names: tdax_coherent_renamed), and nothing is
+ * synced. If the log is full, its records (if any) are checkpointed first
+ * and its next sync is real. A name tdax cannot record (too long) leaves
+ * it to the kernel.
  */
 static void moved_to(int fd, uint32_t idx, uint32_t gen, int dirfd, const char *path)
 {
