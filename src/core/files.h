@@ -60,6 +60,10 @@ struct tdax_file_rt {
 	/* Attribute changes (chmod, chown, utimensat, xattrs) since the last
 	 * real fsync: the log holds none, so the next fsync is real. */
 	_Atomic uint32_t attrs_changed;
+	/* Renames logged since the last checkpoint: a real sync of the file
+	 * does not make them durable, so a checkpoint syncs the directory too
+	 * before it releases their records (coherent.c). */
+	_Atomic uint32_t renamed;
 };
 _Static_assert(sizeof(struct tdax_file_rt) <= 192, "runtime state fits its place in the entry");
 

@@ -356,6 +356,17 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		tdax_sys_close(fd);
 		return;
 	}
+	/* Its renames are durable only once its directory is synced. */
+	bool renamed = false;
+	for (size_t i = 0; i < n; i++)
+		renamed |= v[i].h.kind == TDAX_REC_RENAME;
+	if (renamed && tdax_sync_parent_dir(out->path) != 0) {
+		out->outcome = TDAX_IO_FAILED;
+		snprintf(out->reason, sizeof(out->reason), "syncing its directory failed: %s; records "
+			 "kept", strerror(errno));
+		tdax_sys_close(fd);
+		return;
+	}
 	tdax_sys_close(fd);
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
 	out->outcome = TDAX_RECOVERED;

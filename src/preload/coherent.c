@@ -185,6 +185,7 @@ bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const c
 	if (f->gen != gen || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
 		return false;
 	logged_meta(idx);
+	atomic_fetch_add(&f->rt.renamed, 1);
 	tdax_count(TDAX_ST_LOGGED_RENAMES, 1);
 	return true;
 }
@@ -261,11 +262,17 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
 	uint64_t unc = atomic_load(&rt->uncovered);
 	uint32_t attrs = atomic_load(&rt->attrs_changed);
+	uint32_t renamed = atomic_load(&rt->renamed);
 	uint64_t upto = atomic_load(dev->seq);
-	tdax_shadow_before_sync(fd, tdax_file_at(dev, idx)->path);
+	const char *path = tdax_file_at(dev, idx)->path;
+	tdax_shadow_before_sync(fd, path);
 	int rc = rewrite_after_error(fd, idx, gen);
 	if (rc == 0)
 		rc = real_sync(fd, datasync);
+	/* A rename record goes with the others: the new name must be durable
+	 * first, or a record logged later could not be found after a crash. */
+	if (rc == 0 && renamed && (rc = tdax_sync_parent_dir(path)) == 0)
+		tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	if (rc != 0) {
 		int e = errno;
 		uint64_t cur = 0;
@@ -282,6 +289,7 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 	if (!datasync)
 		atomic_compare_exchange_strong(&rt->attrs_changed, &attrs, 0);
+	atomic_compare_exchange_strong(&rt->renamed, &renamed, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(dev, idx, gen, upto);
 	return 0;
