@@ -19,6 +19,7 @@
 #include "core/tunables.h" /* TDAX_MAX_GRAN_ORDER */
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
+enum { TDAX_REMOVING = 1, TDAX_REMOVED = 2 }; /* tdax_file_rt.removed */
 /* What the file system gave beyond the inode number: an inode generation,
  * a birth time. Either tells a file from a later one on a reused inode. */
 enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
@@ -27,7 +28,7 @@ enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
  * Per-file state of the runtime, shared by every process using the file
  * (PostgreSQL has many processes writing one WAL file). Lives in the device
  * so that all of them see one copy; none of it is needed for recovery
- * but `removed`.
+ * but `removed` and `synced`.
  */
 struct tdax_file_rt {
 	_Atomic uint64_t uncovered;    /* changes since the last real sync the log does not hold */
@@ -51,15 +52,23 @@ struct tdax_file_rt {
 	 * before (tracking.c): only such syncs can upgrade a range, so a file
 	 * without one has taught the policy nothing worth keeping. */
 	_Atomic uint32_t streamed;
-	/* 1 once its last name was removed while it had records (unlink, or a
-	 * rename over it): they stay until the removal is durable -- until
-	 * then a power cut can bring the file back (checkpoint.c). Persisted:
-	 * recovery lets the records of such a file go when its path no
-	 * longer leads to it, instead of reporting it unmatched. */
+	/* TDAX_REMOVED once its last name was removed while it had records
+	 * (unlink, or a rename over it): they stay until the removal is
+	 * durable -- until then a power cut can bring the file back
+	 * (checkpoint.c). TDAX_REMOVING from just before such a call until it
+	 * is known what it did. Persisted: recovery lets the records of such a
+	 * file go when its path no longer leads to it, instead of reporting it
+	 * unmatched. */
 	_Atomic uint32_t removed;
 	/* Attribute changes (chmod, chown, utimensat, xattrs) since the last
 	 * real fsync: the log holds none, so the next fsync is real. */
 	_Atomic uint32_t attrs_changed;
+	/* 1 once a real sync of the file succeeded since its registration.
+	 * Until then every sync of it was real (a new entry is uncovered), so
+	 * none of its records was ever acknowledged: recovery lets them go if
+	 * the file is not at its path (a file created, written and never
+	 * synced, whose creation a power cut undid). Persisted. */
+	_Atomic uint32_t synced;
 	/* Renames logged since the last checkpoint: a real sync of the file
 	 * does not make them durable, so a checkpoint syncs the directory too
 	 * before it releases their records (coherent.c). */

@@ -317,11 +317,13 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		fd = open_anywhere(t, f, v, n, out);
 	if (fd < 0) {
 		/* A file that is gone -- the application removed it (tdax saw
-		 * it: rt.removed), or the caller says to let such files go --
-		 * loses its records once its directory is synced (until then a
-		 * power cut could bring it back, and then it would need them). */
+		 * it: rt.removed), it was never synced (none of its records was
+		 * acknowledged: rt.synced), or the caller says to let such
+		 * files go -- loses its records once its directory is synced
+		 * (until then a power cut could bring it back, and then it would
+		 * need them). */
 		if (out->outcome == TDAX_UNMATCHED &&
-		    (o->discard_unmatched || atomic_load(&f->rt.removed)) &&
+		    (o->discard_unmatched || atomic_load(&f->rt.removed) || !atomic_load(&f->rt.synced)) &&
 		    tdax_sync_parent_dir(f->path) == 0) {
 			tdax_file_release(dev, idx, gen, last);
 			out->outcome = TDAX_DISCARDED;
@@ -369,6 +371,12 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	}
 	tdax_sys_close(fd);
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
+	/* Found under a name: whatever its removal left said, it has one. */
+	struct tdax_file *live = tdax_file_at(dev, idx);
+	if (live->gen == gen && atomic_load(&live->rt.removed)) {
+		atomic_store(&live->rt.removed, 0);
+		tdax_persist(dev, &live->rt.removed, sizeof(live->rt.removed));
+	}
 	out->outcome = TDAX_RECOVERED;
 }
 

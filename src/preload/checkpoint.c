@@ -103,7 +103,7 @@ static int let_go(uint32_t idx, uint32_t gen)
 	atomic_store(&rt->logged_bytes, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(tdax_rt.dev, idx, gen, upto);
-	if (atomic_load(&rt->removed))
+	if (atomic_load(&rt->removed) == TDAX_REMOVED)
 		tdax_files_forget(tdax_rt.dev, idx, gen);
 	return 0;
 }
@@ -114,7 +114,7 @@ int tdax_checkpoint_file(uint32_t idx)
 	uint32_t gen = f->gen;
 	if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
 		return 0; /* freed (a removed file let go): nothing of it left */
-	if (atomic_load(&f->rt.removed))
+	if (atomic_load(&f->rt.removed) == TDAX_REMOVED)
 		return let_go(idx, gen);
 	bool gone = false;
 	int fd = open_registered(idx, &gone);
@@ -141,12 +141,31 @@ int tdax_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
-bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen)
+/* Set the file's removal state, persistently: recovery reads it. */
+static void set_removed(struct tdax_file *f, uint32_t v)
+{
+	atomic_store(&f->rt.removed, v);
+	tdax_persist(tdax_rt.dev, &f->rt.removed, sizeof(f->rt.removed));
+}
+
+void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	if (f->gen == gen && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)))
+		set_removed(f, TDAX_REMOVING);
+}
+
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct stat st;
 	if (f->gen != gen)
 		return false;
+	if (!done) {
+		if (atomic_load(&f->rt.removed) == TDAX_REMOVING)
+			set_removed(f, 0);
+		return false;
+	}
 	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
 		if (!atomic_load(&f->rt.first_log_ns) && !atomic_load(&f->rt.rewrite)) {
 			tdax_files_forget(tdax_rt.dev, idx, gen); /* nothing a power cut could need */
@@ -154,11 +173,12 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen)
 		}
 		/* The write-back thread's next pass makes the removal durable
 		 * and lets the records go (let_go). */
-		atomic_store(&f->rt.removed, 1);
-		tdax_persist(tdax_rt.dev, &f->rt.removed, sizeof(f->rt.removed)); /* recovery reads it */
+		set_removed(f, TDAX_REMOVED);
 		tdax_rt.touched[idx] = 1;
 		return true;
 	}
+	if (atomic_load(&f->rt.removed) == TDAX_REMOVING)
+		set_removed(f, 0);
 	/* It lives on under a name tdax does not know (a hard link), where
 	 * recovery could not find it: written back now, the kernel's from now on. */
 	tdax_checkpoint_if_records(fd, idx, gen);

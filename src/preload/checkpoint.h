@@ -32,14 +32,20 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
  * live). */
 int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen);
 
-/* A name of the registered file (idx, gen) open as fd was removed (unlink,
- * or a rename over it). If that was its last, its records stay until the
- * write-back thread has made the removal durable (a directory sync), then
- * go with its entry -- no sync on the caller's path: true, the thread must
- * run; a file with no records loses its entry at once. If it has another
- * name, it is checkpointed and left to the kernel (recovery would not find
- * it there). */
-bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen);
+/* A name of the registered file (idx, gen) is about to be removed (unlink,
+ * or a rename over it): if it has records, a crash from here on must not
+ * leave them for recovery to report as unmatched (the entry says "being
+ * removed", persistently). Then tdax_checkpoint_unnamed. */
+void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen);
+
+/* After the removal of a name of the registered file (idx, gen) open as fd
+ * (done: the call succeeded). If that was its last name, its records stay
+ * until the write-back thread has made the removal durable (a directory
+ * sync), then go with its entry -- no sync on the caller's path: true, the
+ * thread must run; a file with no records loses its entry at once. If it
+ * has another name, it is checkpointed and left to the kernel (recovery
+ * would not find it there). */
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
  * registered file below it that has records. 0, or -1 with errno if one

@@ -110,12 +110,14 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 		errno = e;
 		return -1;
 	}
+	bool replaces = new_plus1 && !exchange && new_plus1 != old_plus1;
+	if (replaces)
+		tdax_checkpoint_unnaming(new_plus1 - 1, new_gen);
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
+	if (replaces && tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen, r == 0))
+		tdax_writeback_ensure();
 	if (r == 0) {
-		if (new_plus1 && !exchange && new_plus1 != old_plus1 &&
-		    tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen))
-			tdax_writeback_ensure();
 		if (old_plus1)
 			moved_to(old_fd, old_plus1 - 1, old_gen, newdir, newpath);
 		if (exchange && new_plus1)
@@ -139,11 +141,13 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	int fd = tdax_checkpoint_open(dirfd, path, false, &plus1, &gen);
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
+	if (fd >= 0)
+		tdax_checkpoint_unnaming(plus1 - 1, gen);
 	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
 	int err = errno;
 	if (r == 0 && named)
 		tdax_shadow_unlinked(name);
-	if (r == 0 && fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen))
+	if (fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0))
 		tdax_writeback_ensure();
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);

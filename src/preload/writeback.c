@@ -36,7 +36,7 @@ void tdax_writeback_pass(int all)
 			tdax_rt.touched[i] = 0;
 			continue;
 		}
-		if (all || pressure || atomic_load(&rt->removed) || now - first > tdax_rt.wb_age_ns ||
+		if (all || pressure || atomic_load(&rt->removed) == TDAX_REMOVED || now - first > tdax_rt.wb_age_ns ||
 		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
 			tdax_checkpoint_file(i);
 	}

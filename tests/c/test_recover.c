@@ -35,6 +35,9 @@ static int open_register(struct tdax_device *dev, struct tfile *t, const char *n
 		return -1;
 	}
 	t->size = 0;
+	/* As after the runtime's first real sync of it: what its records hold
+	 * may have been acknowledged since (files.h, rt.synced). */
+	atomic_store(&tdax_file_at(dev, t->idx)->rt.synced, 1);
 	return fd;
 }
 
@@ -203,6 +206,69 @@ TEST(a_renamed_file_is_found_under_its_new_name)
 TEST(a_rename_a_crash_undid_finds_the_file_under_its_old_name)
 {
 	check_renamed(false);
+}
+
+/* A crash while the application removed a file with records (tdax marks
+ * the entry first, names.c): if the name is gone, the records go after a
+ * sync of the directory (not "unmatched", which would need the user); if it
+ * is still there (the removal did not happen, or was not durable), they are
+ * applied and the mark goes. */
+static void check_removing(bool gone)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "removing");
+	CHECK(fa >= 0 && tw(dev, &a, fa, 0, "acknowledged, then removed", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	struct tdax_file *f = tdax_file_at(dev, a.idx);
+	atomic_store(&f->rt.removed, TDAX_REMOVING);
+	if (gone)
+		CHECK(unlink(a.path) == 0);
+
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == (gone ? TDAX_DISCARDED : TDAX_RECOVERED));
+	CHECK(live_records(dev) == 0);
+	CHECK(gone ? access(a.path, F_OK) != 0 : file_is(&a) && atomic_load(&f->rt.removed) == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+/* A file created, written and never synced, whose creation the power cut
+ * undid: no sync of it was ever lightweight, so none of its records was
+ * acknowledged -- they go (not "unmatched", which would need the user). */
+TEST(records_of_a_file_never_synced_go_when_it_is_gone)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "never-synced");
+	CHECK(fa >= 0 && tw(dev, &a, fa, 0, "never acknowledged", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	atomic_store(&tdax_file_at(dev, a.idx)->rt.synced, 0);
+	CHECK(unlink(a.path) == 0);
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_DISCARDED && live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+TEST(records_of_a_file_removed_at_the_crash_go_without_a_user)
+{
+	check_removing(true);
+}
+
+TEST(a_file_whose_removal_did_not_last_gets_its_records)
+{
+	check_removing(false);
 }
 
 TEST(same_boot_recovery_only_syncs_and_releases)

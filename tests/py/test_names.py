@@ -99,6 +99,29 @@ def test_a_new_file_on_a_removed_files_name_and_inode_never_takes_its_records(de
     assert rep["applied"] == 0 and old and old[0]["outcome"] == "discarded", rep
 
 
+def test_records_of_a_file_created_and_never_synced_go_if_the_cut_undid_it(dev, voldisk):
+    """Every sync of a new entry up to its first real one is real, so none of
+    these records was acknowledged: recovery lets them go (found in
+    tests/vm: before, such a file was "unmatched" until someone passed
+    --discard-unmatched, and every recovery after failed)."""
+    path = voldisk.mnt / "new"
+    code = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"written, never synced")
+print("done", flush=True)
+os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, env=HOLD, check=None)
+    assert "done" in p.stdout and info(dev)["live_records"] >= 1, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and not path.exists(), rep
+    assert [f["outcome"] for f in rep["files"]] == ["discarded"], rep
+
+
 def test_an_unlink_costs_no_sync_and_the_write_back_lets_the_records_go(dev, diskdir):
     """The default write-back makes the removal durable within a pass and
     releases the records and the entry; the application never waits."""
