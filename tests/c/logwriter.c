@@ -1,7 +1,8 @@
 /*
  * logwriter -- test helper: registers FILE in DEVICE and appends COUNT
  * records of SIZE bytes at offsets i*SIZE with a known pattern, printing
- * each acknowledged sequence number. With --write-file the bytes also go to
+ * each acknowledged sequence number (after a first real sync of the file,
+ * as the runtime makes). With --write-file the bytes also go to
  * the file (as under tdax); without it the file never sees them, as if the
  * page cache had been lost. Exit 0 when all were appended.
  */
@@ -43,6 +44,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "logwriter: %s\n", fd < 0 ? "cannot open file" : e.msg);
 		return 1;
 	}
+	/* As the runtime does: a new entry's first sync is real, and only
+	 * after it can a record be acknowledged (files.h, rt.synced). */
+	struct tdax_file_rt *rt = &tdax_file_at(dev, idx)->rt;
+	if (fdatasync(fd) != 0) {
+		perror("logwriter: fdatasync");
+		return 1;
+	}
+	atomic_store(&rt->synced, 1);
+	tdax_persist(dev, &rt->synced, sizeof(rt->synced));
 	char *buf = malloc(size);
 	for (unsigned i = 0; i < count; i++) {
 		pattern(buf, size, i);
