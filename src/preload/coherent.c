@@ -286,15 +286,16 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 		errno = e;
 		return -1;
 	}
+	/* Persisted before a lightweight sync can follow (recovery reads it). */
+	if (!atomic_load(&rt->synced)) {
+		atomic_store(&rt->synced, 1);
+		tdax_persist(dev, &rt->synced, sizeof(rt->synced));
+	}
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 	if (!datasync)
 		atomic_compare_exchange_strong(&rt->attrs_changed, &attrs, 0);
 	atomic_compare_exchange_strong(&rt->renamed, &renamed, 0);
 	atomic_store(&rt->rewrite, 0);
-	if (!atomic_load(&rt->synced)) {
-		atomic_store(&rt->synced, 1);
-		tdax_persist(dev, &rt->synced, sizeof(rt->synced)); /* recovery reads it */
-	}
 	tdax_log_release(dev, idx, gen, upto);
 	return 0;
 }
