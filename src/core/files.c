@@ -459,6 +459,12 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	return 0;
 }
 
+void tdax_file_set_removed(struct tdax_device *dev, struct tdax_file *f, uint32_t v)
+{
+	atomic_store(&f->rt.removed, v);
+	tdax_persist(dev, (const void *)&f->rt.removed, sizeof(f->rt.removed));
+}
+
 void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);

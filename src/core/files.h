@@ -190,6 +190,10 @@ int tdax_files_move_below(struct tdax_device *dev, const char *from, const char 
 /* The file is gone (last link removed, records released): free the entry. */
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
+/* Set the entry's removal state (rt.removed: 0, TDAX_REMOVING or
+ * TDAX_REMOVED), persistently: recovery reads it. */
+void tdax_file_set_removed(struct tdax_device *dev, struct tdax_file *f, uint32_t v);
+
 /* Mark records of (idx, gen) up to seq as released, persistently. */
 void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq);
 

@@ -373,10 +373,8 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
 	/* Found under a name: whatever its removal left said, it has one. */
 	struct tdax_file *live = tdax_file_at(dev, idx);
-	if (live->gen == gen && atomic_load(&live->rt.removed)) {
-		atomic_store(&live->rt.removed, 0);
-		tdax_persist(dev, &live->rt.removed, sizeof(live->rt.removed));
-	}
+	if (live->gen == gen && atomic_load(&live->rt.removed))
+		tdax_file_set_removed(dev, live, 0);
 	out->outcome = TDAX_RECOVERED;
 }
 

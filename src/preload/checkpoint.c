@@ -141,18 +141,11 @@ int tdax_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
-/* Set the file's removal state, persistently: recovery reads it. */
-static void set_removed(struct tdax_file *f, uint32_t v)
-{
-	atomic_store(&f->rt.removed, v);
-	tdax_persist(tdax_rt.dev, &f->rt.removed, sizeof(f->rt.removed));
-}
-
 void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	if (f->gen == gen && (atomic_load(&f->rt.first_log_ns) || atomic_load(&f->rt.rewrite)))
-		set_removed(f, TDAX_REMOVING);
+		tdax_file_set_removed(tdax_rt.dev, f, TDAX_REMOVING);
 }
 
 bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
@@ -163,7 +156,7 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
 		return false;
 	if (!done) {
 		if (atomic_load(&f->rt.removed) == TDAX_REMOVING)
-			set_removed(f, 0);
+			tdax_file_set_removed(tdax_rt.dev, f, 0);
 		return false;
 	}
 	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
@@ -173,12 +166,12 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
 		}
 		/* The write-back thread's next pass makes the removal durable
 		 * and lets the records go (let_go). */
-		set_removed(f, TDAX_REMOVED);
+		tdax_file_set_removed(tdax_rt.dev, f, TDAX_REMOVED);
 		tdax_rt.touched[idx] = 1;
 		return true;
 	}
 	if (atomic_load(&f->rt.removed) == TDAX_REMOVING)
-		set_removed(f, 0);
+		tdax_file_set_removed(tdax_rt.dev, f, 0);
 	/* It lives on under a name tdax does not know (a hard link), where
 	 * recovery could not find it: written back now, the kernel's from now on. */
 	tdax_checkpoint_if_records(fd, idx, gen);

@@ -91,6 +91,15 @@ bool tdax_coherent_cold_none_since(const struct tdax_fd *e, struct tdax_cold_mar
 	return m.started == m.done && atomic_load(&tdax_rt_of(e->file_plus1 - 1)->cold_started) == m.started;
 }
 
+/* A record of idx was appended: the file has records from now on (their
+ * age starts, the write-back thread of this process looks at it). */
+static void has_records(uint32_t idx)
+{
+	uint64_t zero = 0;
+	atomic_compare_exchange_strong(&tdax_rt_of(idx)->first_log_ns, &zero, tdax_coarse_ns());
+	tdax_rt.touched[idx] = 1;
+}
+
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			    int iovcnt, size_t r)
 {
@@ -124,20 +133,10 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 			tdax_fallback(why, f->path);
 		return;
 	}
-	uint64_t zero = 0;
-	atomic_compare_exchange_strong(&rt->first_log_ns, &zero, tdax_coarse_ns());
+	has_records(idx);
 	atomic_fetch_add_explicit(&rt->logged_bytes, r, memory_order_relaxed);
-	tdax_rt.touched[idx] = 1;
 	tdax_count(TDAX_ST_LOGGED_WRITES, 1);
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
-}
-
-/* A metadata record of (idx, gen) was appended: the file has records. */
-static void logged_meta(uint32_t idx)
-{
-	uint64_t zero = 0;
-	atomic_compare_exchange_strong(&tdax_rt_of(idx)->first_log_ns, &zero, tdax_coarse_ns());
-	tdax_rt.touched[idx] = 1;
 }
 
 /* Records worth keeping in order with a new one: the file has some, or all
@@ -163,7 +162,7 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
 	atomic_store(&rt->size_seen, size);
 	uint64_t seq;
 	if (keeps_order(rt) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0) {
-		logged_meta(idx);
+		has_records(idx);
 		tdax_count(TDAX_ST_LOGGED_TRUNCATES, 1);
 		/* A logged write in flight, or one that ended, since the look:
 		 * its record may stand before or after this one against the
@@ -184,7 +183,7 @@ bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const c
 	 * records logged after the next one still need the old name found. */
 	if (f->gen != gen || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
 		return false;
-	logged_meta(idx);
+	has_records(idx);
 	atomic_fetch_add(&f->rt.renamed, 1);
 	tdax_count(TDAX_ST_LOGGED_RENAMES, 1);
 	return true;

@@ -83,6 +83,14 @@ static uint64_t live_records(struct tdax_device *dev)
 	return n;
 }
 
+/* Recovery after a (simulated) power cut: replay. Its return value. */
+static int replay(struct tdax_device *dev, struct tdax_recover_report *r)
+{
+	struct tdax_recover_opts o = { .power_failure = true };
+	struct tdax_err e;
+	return tdax_recover(dev, &o, r, &e);
+}
+
 TEST(replay_rebuilds_files_whose_page_cache_was_lost)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
@@ -145,16 +153,14 @@ TEST(replay_applies_truncates_in_order_with_the_writes)
 	close(fa);
 	tdax_log_seal_mine(dev);
 
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(replay(dev, &r) == 0);
 	CHECK(r.records == 6 && r.applied == 6 && r.failed == 0);
 	CHECK(file_is(&a));
 	CHECK(memcmp(a.expect, "fiXYt\0\0\0\0\0\0\0", 12) == 0);
 	tdax_recover_report_free(&r);
 	/* Again: the same result (idempotent). */
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0 && r.records == 0 && file_is(&a));
+	CHECK(replay(dev, &r) == 0 && r.records == 0 && file_is(&a));
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
 }
@@ -186,10 +192,8 @@ static void check_renamed(bool durable)
 	snprintf(f->path, sizeof(f->path), "%.*s", 9, to); /* torn: neither name */
 	CHECK(tdax_file_valid(f));
 
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(replay(dev, &r) == 0);
 	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_RECOVERED && r.applied == 3);
 	CHECK(strcmp(r.files[0].path, a.path) == 0);
 	CHECK(file_is(&a));
@@ -227,10 +231,8 @@ static void check_removing(bool gone)
 	if (gone)
 		CHECK(unlink(a.path) == 0);
 
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(replay(dev, &r) == 0);
 	CHECK(r.nfiles == 1 && r.files[0].outcome == (gone ? TDAX_DISCARDED : TDAX_RECOVERED));
 	CHECK(live_records(dev) == 0);
 	CHECK(gone ? access(a.path, F_OK) != 0 : file_is(&a) && atomic_load(&f->rt.removed) == 0);
@@ -252,10 +254,8 @@ TEST(records_of_a_file_never_synced_go_when_it_is_gone)
 	tdax_log_seal_mine(dev);
 	atomic_store(&tdax_file_at(dev, a.idx)->rt.synced, 0);
 	CHECK(unlink(a.path) == 0);
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(replay(dev, &r) == 0);
 	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_DISCARDED && live_records(dev) == 0);
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
@@ -643,10 +643,8 @@ static void check_forged_identity(unsigned what)
 	resign_entry(f);
 	CHECK(tdax_file_valid(f));
 
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 1);
+	CHECK(replay(dev, &r) == 1);
 	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_UNMATCHED && r.applied == 0);
 	struct stat st;
 	CHECK(stat(a.path, &st) == 0 && st.st_size == 0);
