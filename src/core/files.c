@@ -465,6 +465,26 @@ void tdax_file_set_removed(struct tdax_device *dev, struct tdax_file *f, uint32_
 	tdax_persist(dev, (const void *)&f->rt.removed, sizeof(f->rt.removed));
 }
 
+void tdax_file_set_synced(struct tdax_device *dev, struct tdax_file *f)
+{
+	atomic_store(&f->rt.synced, 1);
+	tdax_persist(dev, (const void *)&f->rt.synced, sizeof(f->rt.synced));
+}
+
+void tdax_file_set_remade(struct tdax_device *dev, struct tdax_file *f, const struct tdax_ident *id)
+{
+	atomic_store(&f->rt.remade.set, 0);
+	tdax_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
+	f->rt.remade.dev = id->dev;
+	f->rt.remade.ino = id->ino;
+	f->rt.remade.igen = id->igen;
+	f->rt.remade.btime = id->btime;
+	f->rt.remade.flags = id->flags;
+	tdax_persist(dev, &f->rt.remade, sizeof(f->rt.remade));
+	atomic_store(&f->rt.remade.set, 1); /* last: a torn identity is never believed */
+	tdax_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
+}
+
 void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);

@@ -28,7 +28,7 @@ enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
  * Per-file state of the runtime, shared by every process using the file
  * (PostgreSQL has many processes writing one WAL file). Lives in the device
  * so that all of them see one copy; none of it is needed for recovery
- * but `removed` and `synced`.
+ * but `removed`, `synced` and `remade`.
  */
 struct tdax_file_rt {
 	_Atomic uint64_t uncovered;    /* changes since the last real sync the log does not hold */
@@ -63,16 +63,28 @@ struct tdax_file_rt {
 	/* Attribute changes (chmod, chown, utimensat, xattrs) since the last
 	 * real fsync: the log holds none, so the next fsync is real. */
 	_Atomic uint32_t attrs_changed;
-	/* 1 once a real sync of the file succeeded since its registration.
-	 * Until then every sync of it was real (a new entry is uncovered), so
-	 * none of its records was ever acknowledged: recovery lets them go if
-	 * the file is not at its path (a file created, written and never
-	 * synced, whose creation a power cut undid). Persisted. */
+	/* 1 once a sync of the file succeeded since its registration, real
+	 * or lightweight. Until then none of its records was acknowledged:
+	 * recovery lets them go if the file is not at its path (a file
+	 * created, written and never synced, whose creation a power cut
+	 * undid), and does not make it again from its create record.
+	 * Persisted. */
 	_Atomic uint32_t synced;
-	/* Renames logged since the last checkpoint: a real sync of the file
-	 * does not make them durable, so a checkpoint syncs the directory too
-	 * before it releases their records (coherent.c). */
-	_Atomic uint32_t renamed;
+	/* Renames and creations logged since the last checkpoint: a real
+	 * sync of the file does not make its name durable, so a checkpoint
+	 * syncs the directory too before it releases their records
+	 * (coherent.c). */
+	_Atomic uint32_t named;
+	/* Set by recovery only: the file it made anew for this entry, its
+	 * creation having been lost (recover.c); valid once `set` is 1.
+	 * Recovery takes that file as the entry's own, so that a recovery
+	 * cut short after the new file took its name finds it again.
+	 * Persisted. */
+	struct {
+		uint64_t dev, ino, igen, btime;
+		uint32_t flags;
+		_Atomic uint32_t set;
+	} remade;
 };
 _Static_assert(sizeof(struct tdax_file_rt) <= 192, "runtime state fits its place in the entry");
 
@@ -186,6 +198,14 @@ int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const
  * `from` as well (RENAME_EXCHANGE). Returns how many entries moved. Their
  * records should have been released before (no rename record names them). */
 int tdax_files_move_below(struct tdax_device *dev, const char *from, const char *to, bool exchange);
+
+/* A sync of the file succeeded (rt.synced), persistently. */
+void tdax_file_set_synced(struct tdax_device *dev, struct tdax_file *f);
+
+/* Recovery is making the file of entry f anew (a power cut undid its
+ * creation): the new file's identity, persistently, before the file takes
+ * its name (rt.remade). */
+void tdax_file_set_remade(struct tdax_device *dev, struct tdax_file *f, const struct tdax_ident *id);
 
 /* The file is gone (last link removed, records released): free the entry. */
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);

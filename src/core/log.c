@@ -338,6 +338,20 @@ int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq);
 }
 
+int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *path,
+		    uint32_t mode, uint64_t *seq)
+{
+	size_t n = strlen(path);
+	if (n >= TDAX_FILE_PATH_MAX)
+		return -EINVAL;
+	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq);
+}
+
+const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data)
+{
+	return r->kind == TDAX_REC_CREATE && r->len > 0 && data[r->len - 1] == '\0' ? data : NULL;
+}
+
 bool tdax_rec_rename_paths(const struct tdax_rec *r, const char *data, const char **from,
 			   const char **to)
 {
@@ -396,7 +410,8 @@ static bool header_ok(const struct tdax_rec *r, uint32_t i, uint32_t e, uint64_t
 	h.hcrc = h.crc = 0;
 	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc &&
 	       (r->kind == TDAX_REC_WRITE || (r->kind == TDAX_REC_TRUNCATE && r->len == 0) ||
-		(r->kind == TDAX_REC_RENAME && r->len >= 4 && r->len <= 2 * TDAX_FILE_PATH_MAX)) &&
+		(r->kind == TDAX_REC_RENAME && r->len >= 4 && r->len <= 2 * TDAX_FILE_PATH_MAX) ||
+		(r->kind == TDAX_REC_CREATE && r->len >= 2 && r->len <= TDAX_FILE_PATH_MAX)) &&
 	       r->len <= left && tdax_rec_size(r->len) <= left;
 }
 

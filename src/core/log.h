@@ -26,8 +26,12 @@
  * TRUNCATE (no data) sets the file's size to off. Replay applies a file's
  * records in sequence order. RENAME changes nothing in the file: its data
  * are the two absolute names the file had and took ("old\0new\0"), the
- * places recovery looks for it besides its entry's path. */
-enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2, TDAX_REC_RENAME = 3 };
+ * places recovery looks for it besides its entry's path. CREATE says the
+ * file existed, empty, at the absolute name its data hold ("path\0"),
+ * with the permission bits off: replayed onto the file it empties it, and
+ * a file a power cut took away before its name was durable is made anew
+ * from it (recover.c). */
+enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2, TDAX_REC_RENAME = 3, TDAX_REC_CREATE = 4 };
 
 struct tdax_rec {
 	uint32_t magic;
@@ -110,6 +114,16 @@ int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uin
  * tdax_log_append (-EINVAL for a path too long). */
 int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *from,
 		    const char *to, uint64_t *seq);
+
+/* Append the creation of (file, fgen): empty, at absolute path (shorter
+ * than TDAX_FILE_PATH_MAX), permission bits mode; persistent on return,
+ * returns as tdax_log_rename. */
+int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *path,
+		    uint32_t mode, uint64_t *seq);
+
+/* The name a CREATE record holds, checked to be NUL-terminated within its
+ * data; NULL if it is not. */
+const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data);
 
 /* The names a RENAME record holds, checked to be two NUL-terminated paths
  * within its data; false if they are not. */

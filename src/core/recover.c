@@ -168,19 +168,36 @@ static int acting_user(const struct trust *t, const struct tdax_file *f, uid_t *
  * the birth time from either; where the file system has one, it must
  * match: the stored flag saying whether there was one is not believed (a
  * new file on the removed one's inode number must not take its records). */
+static bool ident_matches(const struct tdax_ident *now, bool opened, const struct tdax_ident *was)
+{
+	return now->dev == was->dev && now->ino == was->ino &&
+	       !(opened && (now->flags & TDAX_FILE_HAS_IGEN) &&
+		 (!(was->flags & TDAX_FILE_HAS_IGEN) || now->igen != was->igen)) &&
+	       !((now->flags & TDAX_FILE_HAS_BTIME) &&
+		 (!(was->flags & TDAX_FILE_HAS_BTIME) || now->btime != was->btime));
+}
+
+/* The identity of the file recovery made anew for entry f, if it did. */
+static bool remade_ident(const struct tdax_file *f, struct tdax_ident *id)
+{
+	if (atomic_load(&f->rt.remade.set) != 1)
+		return false;
+	*id = (struct tdax_ident){ f->rt.remade.dev, f->rt.remade.ino, f->rt.remade.igen,
+				   f->rt.remade.btime, f->rt.remade.flags };
+	return true;
+}
+
 static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, bool must_own,
 		     struct tdax_recover_file *out)
 {
 	struct stat st;
-	struct tdax_ident now;
+	struct tdax_ident now, was = tdax_file_ident(f), remade;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		return refuse(out, TDAX_UNMATCHED, "the path names no regular file now (registered "
 			"inode %llu); it was not opened for writing", (unsigned long long)f->ino);
-	if (tdax_ident_of_fd(fd, &now) != 0 || now.dev != f->dev || now.ino != f->ino ||
-	    (opened && (now.flags & TDAX_FILE_HAS_IGEN) &&
-	     (!(f->flags & TDAX_FILE_HAS_IGEN) || now.igen != f->igen)) ||
-	    ((now.flags & TDAX_FILE_HAS_BTIME) &&
-	     (!(f->flags & TDAX_FILE_HAS_BTIME) || now.btime != f->btime)))
+	if (tdax_ident_of_fd(fd, &now) != 0 ||
+	    !(ident_matches(&now, opened, &was) ||
+	      (remade_ident(f, &remade) && ident_matches(&now, opened, &remade))))
 		return refuse(out, TDAX_UNMATCHED, "the path now names another file (registered "
 			"inode %llu on device %llu)", (unsigned long long)f->ino,
 			(unsigned long long)f->dev);
@@ -192,6 +209,24 @@ static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, 
 
 /* Open the registered file at path for writing, as the user the region's
  * trust allows, once its identity is checked without opening it. */
+/* Act on the file system as uid/gid (root only) until as_root(). */
+static bool as_user(uid_t uid, gid_t gid)
+{
+	if (geteuid() != 0)
+		return false;
+	setfsgid(gid);
+	setfsuid(uid);
+	return true;
+}
+
+static void as_root(bool was_other)
+{
+	if (was_other) {
+		setfsuid(0);
+		setfsgid(0);
+	}
+}
+
 static int open_as_owner(const struct trust *t, const struct tdax_file *f, const char *path,
 			 struct tdax_recover_file *out)
 {
@@ -200,11 +235,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f, const
 	bool must_own = true;
 	if (acting_user(t, f, &uid, &gid, &must_own, out))
 		return -1;
-	bool as_other = geteuid() == 0;
-	if (as_other) {
-		setfsgid(gid);
-		setfsuid(uid);
-	}
+	bool as_other = as_user(uid, gid);
 	int fd = -1, e = 0;
 	int pfd = tdax_sys_open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (pfd < 0) {
@@ -213,10 +244,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f, const
 		fd = tdax_fd_reopen(pfd, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		e = fd < 0 ? errno : 0;
 	}
-	if (as_other) {
-		setfsuid(0);
-		setfsgid(0);
-	}
+	as_root(as_other);
 	if (pfd >= 0)
 		tdax_sys_close(pfd);
 	/* Only a path that leads nowhere is unmatched (and may be discarded);
@@ -250,14 +278,15 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* Apply one record to the file: its bytes, or its truncate (a rename
- * changed only where the file is). */
+/* Apply one record to the file: its bytes, its truncate, its creation
+ * (it was empty then); a rename changed only where the file is. */
 static int apply(int fd, const struct live *l)
 {
-	if (l->h.kind == TDAX_REC_TRUNCATE)
-		return tdax_sys_ftruncate(fd, (off_t)l->h.off);
-	if (l->h.kind == TDAX_REC_RENAME)
-		return 0;
+	switch (l->h.kind) {
+	case TDAX_REC_TRUNCATE: return tdax_sys_ftruncate(fd, (off_t)l->h.off);
+	case TDAX_REC_CREATE: return tdax_sys_ftruncate(fd, 0);
+	case TDAX_REC_RENAME: return 0;
+	}
 	return write_all(fd, l->data, l->h.len, l->h.off);
 }
 
@@ -294,6 +323,113 @@ static int open_anywhere(const struct trust *t, const struct tdax_file *f, const
 	return open_as_owner(t, f, f->path, out);
 }
 
+/*
+ * Where a file whose creation is a live record belongs: the name it was
+ * created with, or the newest a rename record gave it since; NULL if no
+ * create record is live (its name was made durable before the records
+ * went). Copied into name.
+ */
+static const char *created_name(const struct live *v, size_t n, char *name, uint32_t *mode)
+{
+	const char *at = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *p = NULL, *from;
+		if (v[i].h.kind == TDAX_REC_CREATE && v[i].h.len <= TDAX_FILE_PATH_MAX) {
+			char copy[TDAX_FILE_PATH_MAX]; /* the region may change meanwhile */
+			memcpy(copy, v[i].data, v[i].h.len);
+			if ((p = tdax_rec_create_path(&v[i].h, copy)) && p[0] == '/') {
+				memcpy(name, p, v[i].h.len);
+				*mode = (uint32_t)v[i].h.off & 07777;
+				at = name;
+			}
+		} else if (at && v[i].h.kind == TDAX_REC_RENAME && v[i].h.len <= 2 * TDAX_FILE_PATH_MAX) {
+			char copy[2 * TDAX_FILE_PATH_MAX];
+			memcpy(copy, v[i].data, v[i].h.len);
+			if (tdax_rec_rename_paths(&v[i].h, copy, &from, &p) && p[0] == '/' &&
+			    strlen(p) < TDAX_FILE_PATH_MAX)
+				snprintf(name, TDAX_FILE_PATH_MAX, "%s", p);
+		}
+	}
+	return at;
+}
+
+/*
+ * The file of entry f is at none of its names, a power cut having undone
+ * its creation (a create record is live, and a sync of it was answered):
+ * make it anew, as its user, under a temporary name beside the one it
+ * belongs at (`name`, which must be free), and note its identity in the
+ * entry (rt.remade) before returning it open. The caller applies the
+ * records, syncs, and gives it its name (put_in_place): a recovery cut
+ * short anywhere leaves either no file at the name (made again next time)
+ * or the remade one, which the next recovery takes as the entry's.
+ */
+static int remake(struct tdax_device *dev, const struct trust *t, const struct tdax_file *f,
+		  uint32_t idx, const char *name, uint32_t mode, char *tmp,
+		  struct tdax_recover_file *out)
+{
+	uid_t uid;
+	gid_t gid;
+	bool must_own;
+	if (acting_user(t, f, &uid, &gid, &must_own, out))
+		return -1;
+	snprintf(tmp, TDAX_FILE_PATH_MAX + 16, "%s.tdax-remade", name);
+	bool as_other = as_user(uid, gid);
+	struct stat st;
+	int fd = -1, e = 0;
+	if (lstat(name, &st) == 0)
+		e = EEXIST;
+	else if (errno != ENOENT)
+		e = errno;
+	else if (tdax_sys_unlink(tmp) != 0 && errno != ENOENT)
+		e = errno;
+	else if ((fd = tdax_sys_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+		e = errno;
+	else if (tdax_syscall(SYS_fchmod, fd, mode) != 0)
+		e = errno;
+	as_root(as_other);
+	struct tdax_ident id;
+	if (!e && tdax_ident_of_fd(fd, &id) != 0)
+		e = errno;
+	if (e) {
+		if (fd >= 0)
+			tdax_sys_close(fd);
+		return refuse(out, e == ENOENT ? TDAX_UNMATCHED : e == EEXIST ? TDAX_UNMATCHED
+				   : e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_IO_FAILED,
+			      e == EEXIST ? "the path now names another file; the file, whose "
+					    "creation the crash undid, was not made again"
+					  : "its creation was undone by the crash, and making it again "
+					    "as %s failed: %s", tmp, strerror(e));
+	}
+	tdax_file_set_remade(dev, tdax_file_at(dev, idx), &id);
+	snprintf(out->path, sizeof(out->path), "%s", name);
+	return fd;
+}
+
+/* The remade file tmp (synced) takes its name, never over another file,
+ * and the name is made durable. */
+static int put_in_place(const struct trust *t, const struct tdax_file *f, const char *tmp,
+			const char *name, struct tdax_recover_file *out)
+{
+	uid_t uid;
+	gid_t gid;
+	bool must_own;
+	if (acting_user(t, f, &uid, &gid, &must_own, out))
+		return -1;
+	bool as_other = as_user(uid, gid);
+	int rc = (int)tdax_syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, name, RENAME_NOREPLACE);
+	int e = errno;
+	as_root(as_other);
+	if (rc != 0 || tdax_sync_parent_dir(name) != 0) {
+		if (rc == 0)
+			e = errno;
+		return refuse(out, TDAX_IO_FAILED, "its creation was undone by the crash; it was made "
+			      "again as %s, but giving it its name failed: %s; records kept", tmp,
+			      strerror(e));
+	}
+	snprintf(out->reason, sizeof(out->reason), "made anew: the crash had undone its creation");
+	return 0;
+}
+
 /* Bring one file up to date with its records v[0..n). */
 static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts *o,
 			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
@@ -310,11 +446,21 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	snprintf(out->path, sizeof(out->path), "%s", f->path);
 	out->records = n;
 	int fd = -1;
+	char name[TDAX_FILE_PATH_MAX], tmp[TDAX_FILE_PATH_MAX + 16];
+	uint32_t mode = 0;
+	bool remade = false;
 	if (!tdax_file_valid(f) || f->gen != gen)
 		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
 		       "recover again");
 	else
 		fd = open_anywhere(t, f, v, n, out);
+	/* Gone after a power cut, though created in the log and synced (the
+	 * create was acknowledged) and not removed by the application. */
+	if (fd < 0 && out->outcome == TDAX_UNMATCHED && rep->replay && atomic_load(&f->rt.synced) &&
+	    !atomic_load(&f->rt.removed) && created_name(v, n, name, &mode)) {
+		fd = remake(dev, t, f, idx, name, mode, tmp, out);
+		remade = fd >= 0;
+	}
 	if (fd < 0) {
 		/* A file that is gone -- the application removed it (tdax saw
 		 * it: rt.removed), it was never synced (none of its records was
@@ -343,9 +489,10 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 			tdax_sys_close(fd);
 			return;
 		}
-		out->bytes += r->len;
+		uint32_t bytes = r->kind == TDAX_REC_WRITE ? r->len : 0; /* file data, not names */
+		out->bytes += bytes;
 		rep->applied++;
-		rep->bytes += r->len;
+		rep->bytes += bytes;
 		if (*budget > 0 && --*budget == 0)
 			raise(SIGKILL);
 	}
@@ -358,11 +505,12 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		tdax_sys_close(fd);
 		return;
 	}
-	/* Its renames are durable only once its directory is synced. */
-	bool renamed = false;
+	/* Its renames and creation are durable only once its directory is
+	 * synced. */
+	bool named = false;
 	for (size_t i = 0; i < n; i++)
-		renamed |= v[i].h.kind == TDAX_REC_RENAME;
-	if (renamed && tdax_sync_parent_dir(out->path) != 0) {
+		named |= v[i].h.kind == TDAX_REC_RENAME || v[i].h.kind == TDAX_REC_CREATE;
+	if (named && !remade && tdax_sync_parent_dir(out->path) != 0) {
 		out->outcome = TDAX_IO_FAILED;
 		snprintf(out->reason, sizeof(out->reason), "syncing its directory failed: %s; records "
 			 "kept", strerror(errno));
@@ -370,7 +518,16 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		return;
 	}
 	tdax_sys_close(fd);
+	if (remade && put_in_place(t, f, tmp, name, out) != 0)
+		return;
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
+	if (remade) {
+		/* The entry names the lost file; the new one gets its own
+		 * entry when it is next opened. */
+		tdax_files_forget(dev, idx, gen);
+		out->outcome = TDAX_RECOVERED;
+		return;
+	}
 	/* Found under a name: whatever its removal left said, it has one. */
 	struct tdax_file *live = tdax_file_at(dev, idx);
 	if (live->gen == gen && atomic_load(&live->rt.removed))

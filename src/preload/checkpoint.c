@@ -86,17 +86,19 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
  * kernel, the records are released and, for a removal tdax saw, the entry
  * is freed. -1 if the directory could not be synced (the records stay).
  */
-static int let_go(uint32_t idx, uint32_t gen)
+static int let_go(uint32_t idx, uint32_t gen, bool dir_synced)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
 	if (f->gen != gen)
 		return 0; /* let go already */
-	if (tdax_sync_parent_dir(f->path) != 0) {
-		tdax_fallback(TDAX_FB_WB_ERROR, f->path);
-		return -1;
+	if (!dir_synced) {
+		if (tdax_sync_parent_dir(f->path) != 0) {
+			tdax_fallback(TDAX_FB_WB_ERROR, f->path);
+			return -1;
+		}
+		tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	}
-	tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
 	uint64_t upto = atomic_load(tdax_rt.dev->seq);
 	atomic_store(&rt->first_log_ns, 0);
@@ -108,6 +110,39 @@ static int let_go(uint32_t idx, uint32_t gen)
 	return 0;
 }
 
+/* Is path's parent one of the n directories in dirs (each "dir/")? */
+static bool below_one_of(const char *path, char (*dirs)[TDAX_FILE_PATH_MAX], int n)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) + 1 : 0;
+	for (int i = 0; i < n; i++)
+		if (strlen(dirs[i]) == len && memcmp(dirs[i], path, len) == 0)
+			return true;
+	return false;
+}
+
+void tdax_checkpoint_removed(const uint32_t *idx, size_t n)
+{
+	enum { DIRS = 8 };
+	char dirs[DIRS][TDAX_FILE_PATH_MAX];
+	int ndirs = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx[i]);
+		uint32_t gen = f->gen;
+		char path[TDAX_FILE_PATH_MAX];
+		memcpy(path, f->path, sizeof(path));
+		path[sizeof(path) - 1] = '\0';
+		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || atomic_load(&f->rt.removed) != TDAX_REMOVED)
+			continue;
+		bool synced = below_one_of(path, dirs, ndirs);
+		if (let_go(idx[i], gen, synced) == 0 && !synced && ndirs < DIRS) {
+			char *slash = strrchr(path, '/');
+			slash[1] = '\0'; /* absolute: there is one */
+			memcpy(dirs[ndirs++], path, sizeof(path));
+		}
+	}
+}
+
 int tdax_checkpoint_file(uint32_t idx)
 {
 	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
@@ -115,7 +150,7 @@ int tdax_checkpoint_file(uint32_t idx)
 	if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
 		return 0; /* freed (a removed file let go): nothing of it left */
 	if (atomic_load(&f->rt.removed) == TDAX_REMOVED)
-		return let_go(idx, gen);
+		return let_go(idx, gen, false);
 	bool gone = false;
 	int fd = open_registered(idx, &gone);
 	if (fd < 0)
@@ -126,7 +161,7 @@ int tdax_checkpoint_file(uint32_t idx)
 		 * pass would try it again). */
 		if (!atomic_load(&f->rt.first_log_ns) && !atomic_load(&f->rt.rewrite))
 			return 0;
-		return gone ? let_go(idx, gen) : -1;
+		return gone ? let_go(idx, gen, false) : -1;
 	}
 	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 	int e = errno;

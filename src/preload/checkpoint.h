@@ -11,6 +11,7 @@
 #define TDAX_CHECKPOINT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Checkpoint a registered file by index, opening it by its path (or
@@ -18,6 +19,13 @@
  * behind tdax's back). The records of a file gone for good are let go
  * once its directory is synced (a removal tdax saw: its entry too). */
 int tdax_checkpoint_file(uint32_t idx);
+
+/* Let go of the removed files idx[0..n) (TDAX_REMOVED, each seen so
+ * before the call), with one directory sync per directory: a sync that
+ * starts after a removal was done makes it durable, whichever file's
+ * let-go asked for it (the write-back pass: SQLite's rollback journal is
+ * created and removed at every transaction). */
+void tdax_checkpoint_removed(const uint32_t *idx, size_t n);
 
 /* The registered file dirfd/path names (follow: its last link is
  * followed, as truncate and O_TRUNC do; unlink and rename act on the link

@@ -184,9 +184,30 @@ bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const c
 	if (f->gen != gen || tdax_log_rename(tdax_rt.dev, idx, gen, from, to, &seq) != 0)
 		return false;
 	has_records(idx);
-	atomic_fetch_add(&f->rt.renamed, 1);
+	atomic_fetch_add(&f->rt.named, 1);
 	tdax_count(TDAX_ST_LOGGED_RENAMES, 1);
 	return true;
+}
+
+bool tdax_coherent_created(int fd, uint32_t idx, uint32_t gen, uint32_t mode)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	/* Empty after the look: a logged write of another descriptor from
+	 * here on either shows in the mark or comes after the record. */
+	struct tdax_trunc_mark m = tdax_coherent_truncate_look(idx);
+	uint64_t size, seq;
+	if (tdax_file_size(fd, &size) != 0 || size != 0)
+		return false;
+	char path[TDAX_FILE_PATH_MAX];
+	memcpy(path, f->path, sizeof(path)); /* a copy: a rename may rewrite it meanwhile */
+	path[sizeof(path) - 1] = '\0';
+	if (f->gen != gen || tdax_log_create(tdax_rt.dev, idx, gen, path, mode, &seq) != 0)
+		return false;
+	has_records(idx);
+	atomic_fetch_add(&f->rt.named, 1);
+	tdax_count(TDAX_ST_LOGGED_CREATES, 1);
+	return m.inflight == 0 && atomic_load(&f->rt.inflight) == 0 &&
+	       atomic_load(&f->rt.logged_bytes) == m.logged_bytes;
 }
 
 void tdax_coherent_attrs_changed(uint32_t idx)
@@ -261,16 +282,17 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
 	uint64_t unc = atomic_load(&rt->uncovered);
 	uint32_t attrs = atomic_load(&rt->attrs_changed);
-	uint32_t renamed = atomic_load(&rt->renamed);
+	uint32_t named = atomic_load(&rt->named);
 	uint64_t upto = atomic_load(dev->seq);
 	const char *path = tdax_file_at(dev, idx)->path;
 	tdax_shadow_before_sync(fd, path);
 	int rc = rewrite_after_error(fd, idx, gen);
 	if (rc == 0)
 		rc = real_sync(fd, datasync);
-	/* A rename record goes with the others: the new name must be durable
-	 * first, or a record logged later could not be found after a crash. */
-	if (rc == 0 && renamed && (rc = tdax_sync_parent_dir(path)) == 0)
+	/* A rename or create record goes with the others: the name must be
+	 * durable first, or a record logged later could not be found after a
+	 * crash. */
+	if (rc == 0 && named && (rc = tdax_sync_parent_dir(path)) == 0)
 		tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	if (rc != 0) {
 		int e = errno;
@@ -286,14 +308,12 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 		return -1;
 	}
 	/* Persisted before a lightweight sync can follow (recovery reads it). */
-	if (!atomic_load(&rt->synced)) {
-		atomic_store(&rt->synced, 1);
-		tdax_persist(dev, &rt->synced, sizeof(rt->synced));
-	}
+	if (!atomic_load(&rt->synced))
+		tdax_file_set_synced(dev, tdax_file_at(dev, idx));
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 	if (!datasync)
 		atomic_compare_exchange_strong(&rt->attrs_changed, &attrs, 0);
-	atomic_compare_exchange_strong(&rt->renamed, &renamed, 0);
+	atomic_compare_exchange_strong(&rt->named, &named, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(dev, idx, gen, upto);
 	return 0;
@@ -356,6 +376,10 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
 				return tdax_mode_real_sync(fd, datasync);
+			/* The first sync it answers, of a file whose creation
+			 * is a record: recovery may make the file anew now. */
+			if (__builtin_expect(!atomic_load_explicit(&rt->synced, memory_order_relaxed), 0))
+				tdax_file_set_synced(tdax_rt.dev, f);
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);

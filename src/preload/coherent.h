@@ -92,6 +92,15 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
  * instead (the log is full, or the entry was let go). */
 bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const char *to);
 
+/* The file open as fd (entry idx, gen, just made) was opened with
+ * O_CREAT: if it is empty -- created by the open, or found so -- a create
+ * record (name, permission bits) says so, and all its changes are logged
+ * from here on: its first sync may be lightweight, and recovery makes the
+ * file again if a power cut takes its name. True if so; false (not
+ * empty, the log full, a logged write of another descriptor raced the
+ * record) leaves the file's coverage to the caller. */
+bool tdax_coherent_created(int fd, uint32_t idx, uint32_t gen, uint32_t mode);
+
 /* The file's attributes changed (mode, owner, times, extended attributes):
  * the log holds none of it, so its next fsync is real (fdatasync, which
  * does not promise them, may stay lightweight). */

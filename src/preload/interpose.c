@@ -71,7 +71,7 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	if (!manage)
 		tdax_fd_forget(fd); /* the number may have been a managed file's */
-	else if (fd >= 0 && (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach())))
+	else if (fd >= 0 && (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach_opening(fd))))
 		tdax_manage(fd, path, flags);
 	errno = e;
 	return fd;

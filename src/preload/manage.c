@@ -186,14 +186,22 @@ static void manage_fresh(int fd, const char *path_or_null, int flags)
 		return;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
-	if (created || seen != (uint64_t)st.st_size) {
+	/* A new entry of an empty file opened with O_CREAT: its creation is a
+	 * record, nothing before the open is unknown (the registration's
+	 * uncovered count goes). An entry found is a file that existed:
+	 * O_CREAT changed nothing. */
+	bool logged = created && (flags & O_CREAT) && st.st_size == 0 &&
+		      tdax_coherent_created(fd, idx, gen, (uint32_t)st.st_mode & 07777);
+	if (logged) {
+		atomic_fetch_sub(&rt->uncovered, 1);
+	} else if (created || seen != (uint64_t)st.st_size) {
 		/* New to tdax, or changed by someone tdax did not see. */
 		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
 		atomic_fetch_add(&rt->uncovered, 1);
 	}
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
-	if (flags & (O_CREAT | O_TRUNC))
+	if (!logged && ((flags & O_TRUNC) || (created && (flags & O_CREAT))))
 		tdax_coherent_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
 	if (tdax_rt.blind)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);

@@ -63,9 +63,14 @@ static bool each_fd(bool (*fn)(int fd, int flags))
 	return stop;
 }
 
+/* The descriptor whose open attaches the process (tdax_attach_opening),
+ * or -1. Written by the attaching thread only. */
+static int opening = -1;
+
 static bool adopt(int fd, int flags)
 {
-	tdax_manage(fd, NULL, flags);
+	if (fd != opening)
+		tdax_manage(fd, NULL, flags);
 	return false;
 }
 
@@ -206,6 +211,11 @@ static __thread bool attaching TDAX_TLS;
 
 bool tdax_attach(void)
 {
+	return tdax_attach_opening(-1);
+}
+
+bool tdax_attach_opening(int fd)
+{
 	int none = 0;
 	if (atomic_load(&attach_state) == 2 || attaching)
 		return tdax_rt.dev != NULL; /* (attaching: a signal handler's call in the middle) */
@@ -214,7 +224,9 @@ bool tdax_attach(void)
 	if (atomic_compare_exchange_strong(&attach_state, &none, 1)) {
 		attaching = true;
 		tdax_inside++;
+		opening = fd;
 		attach_now();
+		opening = -1;
 		tdax_inside--;
 		attaching = false;
 		tdax_rt.waiting = false;

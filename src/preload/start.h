@@ -22,6 +22,11 @@
  * (tdax_vfork_shares): false there. */
 bool tdax_attach(void);
 
+/* tdax_attach from the open that made descriptor fd: every other
+ * descriptor is adopted, fd is left to its opener (tdax_manage with the
+ * open's flags: an O_CREAT of a new file is a create record). */
+bool tdax_attach_opening(int fd);
+
 /*
  * May a vfork child share this process's memory? Only while the process
  * has nothing of tdax a child could change -- not attached, not attaching,

@@ -27,6 +27,8 @@ void tdax_writeback_pass(int all)
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
 	uint64_t now = tdax_coarse_ns();
+	uint32_t removed[256]; /* let go together: one directory sync per directory */
+	size_t nremoved = 0;
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
 		if (!tdax_rt.touched[i])
 			continue;
@@ -36,10 +38,15 @@ void tdax_writeback_pass(int all)
 			tdax_rt.touched[i] = 0;
 			continue;
 		}
-		if (all || pressure || atomic_load(&rt->removed) == TDAX_REMOVED || now - first > tdax_rt.wb_age_ns ||
-		    atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite))
+		if (atomic_load(&rt->removed) == TDAX_REMOVED) {
+			if (nremoved < sizeof(removed) / sizeof(removed[0]))
+				removed[nremoved++] = i; /* the rest: next pass */
+		} else if (all || pressure || now - first > tdax_rt.wb_age_ns ||
+			   atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite)) {
 			tdax_checkpoint_file(i);
+		}
 	}
+	tdax_checkpoint_removed(removed, nremoved);
 	tdax_tracking_work(pressure, tdax_checkpoint_file);
 	if (tdax_log_seal_dead(dev) || pressure)
 		tdax_log_reclaim(dev);

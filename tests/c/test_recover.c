@@ -212,6 +212,152 @@ TEST(a_rename_a_crash_undid_finds_the_file_under_its_old_name)
 	check_renamed(false);
 }
 
+/*
+ * A file created under tdax (a create record), written, synced (lightweight:
+ * rt.synced), optionally renamed -- and the power cut undid the creation,
+ * so it is at none of its names. Outcome: made anew at its newest name, as
+ * created (permission bits), with the records; the entry, which names the
+ * lost file, is freed; no temporary file is left. With kill_after, a first
+ * recovery is killed after that many applied records and the second
+ * finishes the work.
+ */
+static void check_remade(bool renamed, bool synced, int kill_after)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "created");
+	CHECK(fa >= 0);
+	char to[sizeof(a.path)], tmp[sizeof(a.path) + 16];
+	CHECK(snprintf(to, sizeof(to), "%.500s.moved", a.path) < (int)sizeof(to));
+	unlink(to);
+	uint64_t seq;
+	CHECK(tdax_log_create(dev, a.idx, a.gen, a.path, 0640, &seq) == 0);
+	CHECK(tw(dev, &a, fa, 0, "acknowledged by a lightweight sync", false) == 0);
+	if (renamed)
+		CHECK(tdax_log_rename(dev, a.idx, a.gen, a.path, to, &seq) == 0);
+	CHECK(tw(dev, &a, fa, 4, "NEW", false) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	atomic_store(&tdax_file_at(dev, a.idx)->rt.synced, synced);
+	CHECK(unlink(a.path) == 0); /* the power cut undid the creation */
+	if (renamed)
+		memcpy(a.path, to, sizeof(to));
+	snprintf(tmp, sizeof(tmp), "%s.tdax-remade", a.path);
+
+	if (kill_after) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			char v[16];
+			snprintf(v, sizeof(v), "%d", kill_after);
+			setenv("TDAX_TEST_RECOVER_KILL_AFTER", v, 1);
+			struct tdax_recover_report r;
+			_exit(replay(dev, &r) == 0 ? 0 : 1);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+		CHECK(access(a.path, F_OK) != 0 && access(tmp, F_OK) == 0); /* not in place yet */
+	}
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 0);
+	CHECK(r.nfiles == 1 && live_records(dev) == 0);
+	if (!synced) {
+		/* No sync of it was answered: nothing to make again. */
+		CHECK(r.files[0].outcome == TDAX_DISCARDED && access(a.path, F_OK) != 0);
+	} else {
+		struct stat st;
+		CHECK(r.files[0].outcome == TDAX_RECOVERED && strcmp(r.files[0].path, a.path) == 0);
+		CHECK(strstr(r.files[0].reason, "made anew") != NULL);
+		CHECK(file_is(&a) && stat(a.path, &st) == 0 && (st.st_mode & 07777) == 0640);
+		CHECK(atomic_load(&tdax_file_at(dev, a.idx)->state) != TDAX_FILE_ACTIVE);
+	}
+	CHECK(access(tmp, F_OK) != 0);
+	tdax_recover_report_free(&r);
+	unlink(a.path);
+	tdax_device_close(dev);
+}
+
+TEST(a_file_whose_creation_the_crash_undid_is_made_anew)
+{
+	check_remade(false, true, 0);
+}
+
+TEST(a_created_and_renamed_file_the_crash_undid_is_made_at_its_new_name)
+{
+	check_remade(true, true, 0);
+}
+
+TEST(a_created_file_never_synced_is_not_made_again)
+{
+	check_remade(false, false, 0);
+}
+
+TEST(recovery_killed_while_making_a_file_anew_completes_when_run_again)
+{
+	check_remade(true, true, 2);
+}
+
+/* A file created under tdax (a create record), written, closed -- and the
+ * crash undid its creation: gone from its name. */
+static int created_then_lost(struct tdax_device *dev, struct tfile *a, const char *name)
+{
+	int fa = open_register(dev, a, name);
+	uint64_t seq;
+	if (fa < 0 || tdax_log_create(dev, a->idx, a->gen, a->path, 0644, &seq) != 0 ||
+	    tw(dev, a, fa, 0, "acknowledged", false) != 0)
+		return -1;
+	close(fa);
+	tdax_log_seal_mine(dev);
+	return unlink(a->path);
+}
+
+/* Another file took the name of one whose creation the crash undid: it is
+ * neither written nor replaced, and the records stay (unmatched). */
+TEST(a_created_files_name_taken_by_another_file_is_left_alone)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	CHECK(created_then_lost(dev, &a, "taken") == 0);
+	a.size = strlen("someone else's");
+	memcpy(a.expect, "someone else's", a.size);
+	int other = open(a.path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	CHECK(other >= 0 && write(other, a.expect, a.size) == (ssize_t)a.size);
+	close(other);
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 1);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_UNMATCHED && file_is(&a));
+	CHECK(live_records(dev) == 2);
+	tdax_recover_report_free(&r);
+	unlink(a.path);
+	tdax_device_close(dev);
+}
+
+/* A recovery cut short after the remade file took its name (before the
+ * records went): the next one takes that file -- another inode than the
+ * entry names -- as the entry's, by the identity noted in rt.remade. */
+TEST(a_file_remade_by_a_recovery_cut_short_is_the_entrys)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	CHECK(created_then_lost(dev, &a, "remade") == 0);
+	int remade = open(a.path, O_RDWR | O_CREAT | O_EXCL, 0644); /* another inode */
+	struct tdax_ident id;
+	CHECK(remade >= 0 && tdax_ident_of_fd(remade, &id) == 0);
+	close(remade);
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 1 && r.files[0].outcome == TDAX_UNMATCHED); /* not without the note */
+	tdax_recover_report_free(&r);
+	tdax_file_set_remade(dev, tdax_file_at(dev, a.idx), &id);
+	CHECK(replay(dev, &r) == 0 && r.files[0].outcome == TDAX_RECOVERED && file_is(&a));
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	unlink(a.path);
+	tdax_device_close(dev);
+}
+
 /* A crash while the application removed a file with records (tdax marks
  * the entry first, names.c): if the name is gone, the records go after a
  * sync of the directory (not "unmatched", which would need the user); if it

@@ -393,6 +393,7 @@ def round_(app, fault, seed, control, base):
     sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
        *(["--owner", "postgres"] if app == "postgres" else []))
     oracle = base / "oracle"
+    oracle.write_bytes(b"")  # the workload opens it without O_CREAT (workloads.open_oracle)
     disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
     procs = []
     try:

@@ -37,7 +37,8 @@ int main(int argc, char **argv)
 	rocksdb_t *db = rocksdb_open(opt, argv[1], &err);
 	if (err)
 		die(argv[1], err);
-	int oracle = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+	/* Made empty by crashtest.py, opened without O_CREAT: see workloads.py, open_oracle. */
+	int oracle = open(argv[2], O_WRONLY | O_APPEND);
 	if (oracle < 0)
 		die(argv[2], NULL);
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();

@@ -95,8 +95,11 @@ def test_a_new_file_on_a_removed_files_name_and_inode_never_takes_its_records(de
     print(out)  # whether ext4 gave the new file the old inode number
     assert path.read_bytes() == b"a new file", rep
     old = [f for f in rep["files"] if f["outcome"] != "recovered"]
+    new = [f for f in rep["files"] if f["outcome"] == "recovered"]
     # Removed by the application (tdax saw it): let go, not reported as unmatched.
-    assert rep["applied"] == 0 and old and old[0]["outcome"] == "discarded", rep
+    assert old and old[0]["outcome"] == "discarded", rep
+    # What was applied is the new file's own: its creation and its write.
+    assert [f["bytes"] for f in new] == [len(b"a new file")] and rep["applied"] == 2, rep
 
 
 def test_records_of_a_file_created_and_never_synced_go_if_the_cut_undid_it(dev, voldisk):
@@ -122,6 +125,50 @@ os.kill(os.getpid(), 9)
     assert [f["outcome"] for f in rep["files"]] == ["discarded"], rep
 
 
+@pytest.mark.parametrize("how", ["created", "created-renamed"])
+def test_a_created_file_synced_lightly_is_made_anew_if_the_cut_undid_it(dev, voldisk, how):
+    """A new file's creation is a record: its first sync is lightweight
+    (no real sync made the name durable), and recovery makes the file
+    again, where it was last renamed to, with what was acknowledged."""
+    path = voldisk.mnt / "new"
+    code = r"""
+import os, sys
+path, how = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o640)
+os.write(fd, b"created, written"); os.fdatasync(fd)  # lightweight: acknowledged
+if how == "created-renamed":
+    os.rename(path, path + ".moved")
+os.write(fd, b", synced"); os.fsync(fd)
+print("done", flush=True)
+os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, how, env=HOLD, check=None)
+    assert "done" in p.stdout and info(dev)["live_records"] >= 3, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    where = path.with_name("new.moved") if how == "created-renamed" else path
+    # No real sync made the creation durable: the cut undid it.
+    assert not path.exists() and not where.exists()
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and where.read_bytes() == b"created, written, synced", rep
+    assert where.stat().st_mode & 0o7777 == 0o640, oct(where.stat().st_mode)
+    f = rep["files"][0]
+    assert f["outcome"] == "recovered" and "made anew" in f["reason"] and f["path"] == str(where), rep
+    assert info(dev)["live_records"] == 0 and info(dev)["files_registered"] == 0
+
+
+def after_let_go(dev, seconds=4):
+    """The device once a write-back pass has let removed files go (records
+    released, then the counters flushed), or as it is after `seconds`."""
+    for _ in range(seconds * 100):
+        i = info(dev)
+        if i["live_records"] == 0 and i["counters"]["dir_syncs"]:
+            break
+        time.sleep(0.01)
+    return i
+
+
 def test_an_unlink_costs_no_sync_and_the_write_back_lets_the_records_go(dev, diskdir):
     """The default write-back makes the removal durable within a pass and
     releases the records and the entry; the application never waits."""
@@ -138,12 +185,33 @@ time.sleep(60)
 """
     with started(dev, code, path) as p:
         assert p.stdout.readline().strip() == "unlinked"
-        for _ in range(200):  # a pass releases them, then flushes the counters
-            i = info(dev)
-            if i["live_records"] == 0 and i["counters"]["dir_syncs"]:
-                break
-            time.sleep(0.01)
+        i = after_let_go(dev)
         c = i["counters"]
         assert i["live_records"] == 0 and i["files_registered"] == 0, i
-        assert c["dir_syncs"] == 1 and c["checkpoints"] == 0 and c["real_syncs"] == 1, c
+        # Its creation is a record: no sync of it was real.
+        assert c["dir_syncs"] == 1 and c["checkpoints"] == 0 and c["real_syncs"] == 0, c
+        assert c["logged_creates"] == 1 and c["light_syncs"] == 2, c
     assert not path.exists()
+
+
+def test_removals_in_one_directory_cost_one_directory_sync(dev, diskdir):
+    """SQLite's rollback journal is created and removed at every transaction:
+    the write-back pass lets go of every removed file of a directory after
+    one sync of it, not one each."""
+    code = r"""
+import os, sys, time
+d = sys.argv[1]
+for i in range(8):
+    fd = os.open(os.path.join(d, "j%d" % i), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"x" * 100); os.fdatasync(fd); os.close(fd)
+for i in range(8):
+    os.unlink(os.path.join(d, "j%d" % i))
+print("unlinked", flush=True)
+time.sleep(60)
+"""
+    with started(dev, code, diskdir, env={"TDAX_WB_INTERVAL_MS": "1000"}) as p:
+        assert p.stdout.readline().strip() == "unlinked"
+        i = after_let_go(dev)
+        c = i["counters"]
+        assert i["live_records"] == 0 and i["files_registered"] == 0, i
+        assert c["dir_syncs"] == 1 and c["real_syncs"] == 0 and c["logged_creates"] == 8, c
