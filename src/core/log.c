@@ -347,6 +347,13 @@ int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq);
 }
 
+int tdax_log_fallocate(struct tdax_device *dev, uint32_t file, uint32_t fgen, int mode, uint64_t off,
+		       uint64_t len, uint64_t *seq)
+{
+	struct tdax_rec_falloc a = { .len = len, .mode = (uint32_t)mode };
+	return append(dev, TDAX_REC_FALLOCATE, file, fgen, off, &a, sizeof(a), seq);
+}
+
 const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data)
 {
 	return r->kind == TDAX_REC_CREATE && r->len > 0 && data[r->len - 1] == '\0' ? data : NULL;
@@ -411,7 +418,8 @@ static bool header_ok(const struct tdax_rec *r, uint32_t i, uint32_t e, uint64_t
 	return tdax_crc32c(0, &h, sizeof(h)) == r->hcrc &&
 	       (r->kind == TDAX_REC_WRITE || (r->kind == TDAX_REC_TRUNCATE && r->len == 0) ||
 		(r->kind == TDAX_REC_RENAME && r->len >= 4 && r->len <= 2 * TDAX_FILE_PATH_MAX) ||
-		(r->kind == TDAX_REC_CREATE && r->len >= 2 && r->len <= TDAX_FILE_PATH_MAX)) &&
+		(r->kind == TDAX_REC_CREATE && r->len >= 2 && r->len <= TDAX_FILE_PATH_MAX) ||
+		(r->kind == TDAX_REC_FALLOCATE && r->len == sizeof(struct tdax_rec_falloc))) &&
 	       r->len <= left && tdax_rec_size(r->len) <= left;
 }
 

@@ -16,6 +16,7 @@
 #ifndef TDAX_LOG_H
 #define TDAX_LOG_H
 
+#include <linux/falloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,8 +31,29 @@
  * file existed, empty, at the absolute name its data hold ("path\0"),
  * with the permission bits off: replayed onto the file it empties it, and
  * a file a power cut took away before its name was durable is made anew
- * from it (recover.c). */
-enum { TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2, TDAX_REC_RENAME = 3, TDAX_REC_CREATE = 4 };
+ * from it (recover.c). FALLOCATE punches or zeroes a range (its data: a
+ * struct tdax_rec_falloc). */
+enum {
+	TDAX_REC_WRITE = 1, TDAX_REC_TRUNCATE = 2, TDAX_REC_RENAME = 3, TDAX_REC_CREATE = 4,
+	TDAX_REC_FALLOCATE = 5,
+};
+
+/* The data of a FALLOCATE record: replayed as fallocate(fd, mode, off,
+ * len). */
+struct tdax_rec_falloc {
+	uint64_t len;
+	uint32_t mode;
+	uint32_t pad;
+};
+
+/* The fallocate modes a record may hold: a hole punched, a range zeroed
+ * -- idempotent, unlike a collapse or an insert, which replayed twice
+ * would move bytes twice. Recovery applies no other. */
+static inline bool tdax_falloc_is_record(int mode)
+{
+	return mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) || mode == FALLOC_FL_ZERO_RANGE ||
+	       mode == (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE);
+}
 
 struct tdax_rec {
 	uint32_t magic;
@@ -120,6 +142,11 @@ int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
  * returns as tdax_log_rename. */
 int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *path,
 		    uint32_t mode, uint64_t *seq);
+
+/* Append a fallocate(mode, off, len) of (file, fgen), persistent on
+ * return; returns as tdax_log_append. */
+int tdax_log_fallocate(struct tdax_device *dev, uint32_t file, uint32_t fgen, int mode, uint64_t off,
+		       uint64_t len, uint64_t *seq);
 
 /* The name a CREATE record holds, checked to be NUL-terminated within its
  * data; NULL if it is not. */

@@ -278,14 +278,33 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off)
 	return 0;
 }
 
+static const char *kind_name(uint16_t kind)
+{
+	switch (kind) {
+	case TDAX_REC_TRUNCATE: return "truncate";
+	case TDAX_REC_CREATE: return "emptying (its creation)";
+	case TDAX_REC_FALLOCATE: return "fallocate";
+	}
+	return "write";
+}
+
 /* Apply one record to the file: its bytes, its truncate, its creation
- * (it was empty then); a rename changed only where the file is. */
+ * (it was empty then), its hole or zeroed range; a rename changed only
+ * where the file is. */
 static int apply(int fd, const struct live *l)
 {
+	struct tdax_rec_falloc a;
 	switch (l->h.kind) {
 	case TDAX_REC_TRUNCATE: return tdax_sys_ftruncate(fd, (off_t)l->h.off);
 	case TDAX_REC_CREATE: return tdax_sys_ftruncate(fd, 0);
 	case TDAX_REC_RENAME: return 0;
+	case TDAX_REC_FALLOCATE:
+		memcpy(&a, l->data, sizeof(a)); /* the scan checked the length */
+		if (!tdax_falloc_is_record((int)a.mode)) {
+			errno = EINVAL; /* not a mode tdax logs: a forged record */
+			return -1;
+		}
+		return tdax_sys_fallocate(fd, (int)a.mode, (off_t)l->h.off, (off_t)a.len);
 	}
 	return write_all(fd, l->data, l->h.len, l->h.off);
 }
@@ -484,7 +503,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		if (apply(fd, &v[i]) != 0) {
 			out->outcome = TDAX_IO_FAILED;
 			snprintf(out->reason, sizeof(out->reason), "%s at offset %llu failed: %s; "
-				 "records kept", r->kind == TDAX_REC_TRUNCATE ? "truncate" : "write",
+				 "records kept", kind_name(r->kind),
 				 (unsigned long long)r->off, strerror(errno));
 			tdax_sys_close(fd);
 			return;

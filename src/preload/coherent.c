@@ -147,13 +147,34 @@ static bool keeps_order(const struct tdax_file_rt *rt)
 	       (!atomic_load(&rt->uncovered) && !atomic_load(&rt->unmanaged));
 }
 
-struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx)
+struct tdax_meta_mark tdax_coherent_meta_look(uint32_t idx)
 {
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
-	return (struct tdax_trunc_mark){ atomic_load(&rt->inflight), atomic_load(&rt->logged_bytes) };
+	return (struct tdax_meta_mark){ atomic_load(&rt->inflight), atomic_load(&rt->logged_bytes) };
 }
 
-void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m)
+/* No logged write was in flight at the look, nor ran since: a record
+ * appended now stands where the kernel's change does among the writes. */
+static bool mark_holds(const struct tdax_file_rt *rt, struct tdax_meta_mark m)
+{
+	return m.inflight == 0 && atomic_load(&rt->inflight) == 0 &&
+	       atomic_load(&rt->logged_bytes) == m.logged_bytes;
+}
+
+/* A metadata record of idx was appended (logged) after the kernel's change,
+ * or could not be: the file stays covered only if it was, in order. */
+static void kept_in_order(uint32_t idx, bool logged, enum tdax_stat counter, struct tdax_meta_mark m)
+{
+	if (logged) {
+		has_records(idx);
+		tdax_count(counter, 1);
+		if (mark_holds(tdax_rt_of(idx), m))
+			return;
+	}
+	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
+}
+
+void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_meta_mark m)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
@@ -161,17 +182,24 @@ void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct t
 		return; /* the entry was freed: nothing to keep */
 	atomic_store(&rt->size_seen, size);
 	uint64_t seq;
-	if (keeps_order(rt) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0) {
-		has_records(idx);
-		tdax_count(TDAX_ST_LOGGED_TRUNCATES, 1);
-		/* A logged write in flight, or one that ended, since the look:
-		 * its record may stand before or after this one against the
-		 * kernel's order. */
-		if (m.inflight == 0 && atomic_load(&rt->inflight) == 0 &&
-		    atomic_load(&rt->logged_bytes) == m.logged_bytes)
-			return;
-	}
-	tdax_coherent_uncover(idx, TDAX_FB_METADATA);
+	kept_in_order(idx, keeps_order(rt) && tdax_log_truncate(tdax_rt.dev, idx, gen, size, &seq) == 0,
+		      TDAX_ST_LOGGED_TRUNCATES, m);
+}
+
+void tdax_coherent_fallocated(int fd, uint32_t idx, uint32_t gen, int mode, uint64_t off, uint64_t len,
+			      struct tdax_meta_mark m)
+{
+	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	uint64_t size, seq;
+	if (f->gen != gen)
+		return; /* the entry was freed: nothing to keep */
+	bool sized = tdax_file_size(fd, &size) == 0; /* a zeroed range may have grown it */
+	if (sized)
+		atomic_store(&rt->size_seen, size);
+	kept_in_order(idx, sized && keeps_order(rt) &&
+			   tdax_log_fallocate(tdax_rt.dev, idx, gen, mode, off, len, &seq) == 0,
+		      TDAX_ST_LOGGED_FALLOCATES, m);
 }
 
 bool tdax_coherent_renamed(uint32_t idx, uint32_t gen, const char *from, const char *to)
@@ -194,7 +222,7 @@ bool tdax_coherent_created(int fd, uint32_t idx, uint32_t gen, uint32_t mode)
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	/* Empty after the look: a logged write of another descriptor from
 	 * here on either shows in the mark or comes after the record. */
-	struct tdax_trunc_mark m = tdax_coherent_truncate_look(idx);
+	struct tdax_meta_mark m = tdax_coherent_meta_look(idx);
 	uint64_t size, seq;
 	if (tdax_file_size(fd, &size) != 0 || size != 0)
 		return false;
@@ -206,8 +234,7 @@ bool tdax_coherent_created(int fd, uint32_t idx, uint32_t gen, uint32_t mode)
 	has_records(idx);
 	atomic_fetch_add(&f->rt.named, 1);
 	tdax_count(TDAX_ST_LOGGED_CREATES, 1);
-	return m.inflight == 0 && atomic_load(&f->rt.inflight) == 0 &&
-	       atomic_load(&f->rt.logged_bytes) == m.logged_bytes;
+	return mark_holds(&f->rt, m);
 }
 
 void tdax_coherent_attrs_changed(uint32_t idx)

@@ -28,8 +28,10 @@ ssize_t tdax_coherent_write(int fd, const struct tdax_fd *e, const struct iovec 
 			    int rwf);
 
 /* ftruncate of a managed file: a record in the log (tdax_coherent_truncated);
- * fallocate: checkpointed first where records could be replayed over the
- * result. */
+ * fallocate: a hole or a zeroed range is a record too
+ * (tdax_coherent_fallocated), an allocation that keeps the size changes
+ * nothing tdax promises, and any other mode is checkpointed first where
+ * records could be replayed over the result. */
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len);
 int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);
 
@@ -79,12 +81,18 @@ bool tdax_coherent_cold_none_since(const struct tdax_fd *e, struct tdax_cold_mar
  * thread raced it, so that the records' order may not be the kernel's, or
  * the log is full) the file is uncovered and its next sync is real.
  */
-struct tdax_trunc_mark {
+struct tdax_meta_mark {
 	uint32_t inflight;
 	uint64_t logged_bytes;
 };
-struct tdax_trunc_mark tdax_coherent_truncate_look(uint32_t idx);
-void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_trunc_mark m);
+struct tdax_meta_mark tdax_coherent_meta_look(uint32_t idx);
+void tdax_coherent_truncated(uint32_t idx, uint32_t gen, uint64_t size, struct tdax_meta_mark m);
+
+/* A hole punched or a range zeroed (fallocate PUNCH_HOLE, ZERO_RANGE) in
+ * the file open as fd, after the kernel's call succeeded: a record, kept
+ * in order as a truncate is (the look before the call). */
+void tdax_coherent_fallocated(int fd, uint32_t idx, uint32_t gen, int mode, uint64_t off, uint64_t len,
+			      struct tdax_meta_mark m);
 
 /* The file (idx, gen) was renamed from `from` to `to` (absolute): a rename
  * record holds both names, so that recovery finds the file under either,

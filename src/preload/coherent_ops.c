@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
+#include "core/log.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
 #include "core/testaid.h"
@@ -257,7 +258,7 @@ static int checkpoint_before(int fd, const struct tdax_fd *e)
 
 int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 {
-	struct tdax_trunc_mark m = tdax_coherent_truncate_look(e->file_plus1 - 1);
+	struct tdax_meta_mark m = tdax_coherent_meta_look(e->file_plus1 - 1);
 	int r = TDAX_REAL(ftruncate)(fd, len);
 	int err = errno;
 	if (r == 0 && !(e->flags & TDAX_FD_NOLOG))
@@ -270,13 +271,28 @@ int tdax_coherent_ftruncate(int fd, const struct tdax_fd *e, off_t len)
 
 int tdax_coherent_fallocate(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len)
 {
-	/* Every mode but plain allocation changes bytes or moves them (punch,
-	 * zero, collapse, insert, unshare, write-zeroes, and any mode to come):
+	uint32_t idx = e->file_plus1 - 1;
+	int r, err;
+	if (mode == FALLOC_FL_KEEP_SIZE) {
+		/* Blocks beyond what the file holds: no byte, no size changes. */
+		return TDAX_REAL(fallocate)(fd, mode, off, len);
+	}
+	if (tdax_falloc_is_record(mode) && !(e->flags & TDAX_FD_NOLOG)) {
+		struct tdax_meta_mark m = tdax_coherent_meta_look(idx);
+		r = TDAX_REAL(fallocate)(fd, mode, off, len);
+		err = errno;
+		if (r == 0)
+			tdax_coherent_fallocated(fd, idx, e->gen, mode, (uint64_t)off, (uint64_t)len, m);
+		errno = err;
+		return r;
+	}
+	/* Any other mode changes the size (plain allocation) or bytes or
+	 * moves them (collapse, insert, unshare, and any mode to come):
 	 * records written before must not be replayed over the result. */
-	if ((mode & ~FALLOC_FL_KEEP_SIZE) && checkpoint_before(fd, e) != 0)
+	if (mode && checkpoint_before(fd, e) != 0)
 		return -1;
-	int r = TDAX_REAL(fallocate)(fd, mode, off, len);
-	int err = errno;
+	r = TDAX_REAL(fallocate)(fd, mode, off, len);
+	err = errno;
 	tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
 	errno = err;
 	return r;

@@ -169,7 +169,7 @@ void tdax_names_truncate_look(int dirfd, const char *path, bool follow, struct t
 {
 	t->fd = tdax_checkpoint_open(dirfd, path, follow, &t->plus1, &t->gen);
 	if (t->fd >= 0)
-		t->mark = tdax_coherent_truncate_look(t->plus1 - 1);
+		t->mark = tdax_coherent_meta_look(t->plus1 - 1);
 }
 
 void tdax_names_truncated(struct tdax_names_trunc *t, bool done, uint64_t size)

@@ -40,7 +40,7 @@ void tdax_names_attrs_changed(int dirfd, const char *path, bool follow);
 struct tdax_names_trunc {
 	int fd; /* the registered file path named, or -1 */
 	uint32_t plus1, gen;
-	struct tdax_trunc_mark mark;
+	struct tdax_meta_mark mark;
 };
 void tdax_names_truncate_look(int dirfd, const char *path, bool follow, struct tdax_names_trunc *t);
 void tdax_names_truncated(struct tdax_names_trunc *t, bool done, uint64_t size);

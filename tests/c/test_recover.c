@@ -165,6 +165,61 @@ TEST(replay_applies_truncates_in_order_with_the_writes)
 	tdax_device_close(dev);
 }
 
+/* Holes punched and ranges zeroed (fallocate records) are replayed in
+ * order: the writes before them do not come back over the zeros, the
+ * writes after them land on them; a zeroed range past the end grows the
+ * file. */
+TEST(replay_applies_fallocates_in_order_with_the_writes)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "fa");
+	uint64_t seq;
+	CHECK(fa >= 0);
+	static char page[4097];
+	memset(page, 'w', 4096);
+	for (int i = 0; i < 3; i++) /* 12 KiB */
+		CHECK(tw(dev, &a, fa, (uint64_t)i * 4096, page, false) == 0);
+	CHECK(tdax_log_fallocate(dev, a.idx, a.gen, 0x3 /* PUNCH_HOLE | KEEP_SIZE */, 0, 4096, &seq) == 0);
+	memset(a.expect, 0, 4096);
+	CHECK(tw(dev, &a, fa, 8, "after the hole", false) == 0);
+	CHECK(tdax_log_fallocate(dev, a.idx, a.gen, 0x10 /* ZERO_RANGE */, 8192, 8192, &seq) == 0);
+	memset(a.expect + 8192, 0, 8192);
+	a.size = 16384;
+	close(fa);
+	tdax_log_seal_mine(dev);
+
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 0 && r.failed == 0 && r.applied == r.records);
+	CHECK(file_is(&a));
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
+/* A fallocate record whose mode tdax never logs (here a plain allocation,
+ * which would grow the file; a collapse replayed twice would move bytes
+ * twice), as a forged region could hold: not applied, the file's records
+ * kept and the failure said. */
+TEST(a_fallocate_record_of_another_mode_is_not_applied)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	int fa = open_register(dev, &a, "fc");
+	uint64_t seq;
+	CHECK(fa >= 0 && tw(dev, &a, fa, 0, "written", true) == 0);
+	CHECK(tdax_log_fallocate(dev, a.idx, a.gen, 0, 0, 8192, &seq) == 0);
+	close(fa);
+	tdax_log_seal_mine(dev);
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 1 && r.files[0].outcome == TDAX_IO_FAILED);
+	CHECK(strstr(r.files[0].reason, "fallocate") && strstr(r.files[0].reason, "records kept"));
+	CHECK(live_records(dev) == 2 && file_is(&a));
+	tdax_recover_report_free(&r);
+	tdax_device_close(dev);
+}
+
 /* A rename under tdax: the file moves on the disk (or, as if the crash
  * undid it, does not), the rename record holds both names, and the entry's
  * path is cut short as a crash in its in-place update could leave it. */

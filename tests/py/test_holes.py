@@ -107,6 +107,13 @@ def test_fallocate_zero_range(dev, diskdir):
               b"B" * 4096 + b"\0" * 4096)
 
 
+def test_fallocate_zero_range_growing_the_file(dev, diskdir):
+    # FALLOC_FL_ZERO_RANGE (0x10) past the end: zeros, and the size with them.
+    cut_after(dev, diskdir / "f", "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, "
+              "ctypes.c_long]\nassert libc.fallocate(fd, 0x10, 4096, 8192) == 0",
+              b"B" * 4096 + b"\0" * 8192)
+
+
 def test_fallocate_punch_hole(dev, diskdir):
     cut_after(dev, diskdir / "f", "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, "
               "ctypes.c_long]\nassert libc.fallocate(fd, 0x3, 0, 4096) == 0",

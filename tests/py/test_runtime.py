@@ -303,6 +303,28 @@ def test_a_truncate_is_a_record_and_the_next_sync_stays_lightweight(dev, diskdir
     assert path.read_bytes() == expect
 
 
+FALLOCATE = "import ctypes; falloc = ctypes.CDLL(None, use_errno=True).fallocate; " \
+            "falloc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]; "
+
+
+@pytest.mark.parametrize("mode, expect, records", [
+    (0x3, b"b" * 10 + b"a" * 990 + b"\0" * 2048 + b"a" * 1048, 1),
+    (0x11, b"b" * 10 + b"a" * 990 + b"\0" * 2048 + b"a" * 1048, 1),
+    (0x10, b"b" * 10 + b"a" * 990 + b"\0" * 3106, 1),
+    (0x1, b"b" * 10 + b"a" * 4086, 0),
+], ids=["punch-hole", "zero-range-keep-size", "zero-range-growing", "keep-size-allocation"])
+def test_a_hole_or_zeroed_range_is_a_record_and_the_next_sync_stays_lightweight(dev, diskdir, mode,
+                                                                                  expect, records):
+    """A hole punched or a range zeroed costs no sync: it is a record,
+    replayed in order with the writes; an allocation that keeps the size
+    changes nothing tdax promises."""
+    path = diskdir / "z"
+    c = fallback_case(dev, path, FALLOCATE + "assert falloc(fd, %d, 1000, 3106 if %d == 0x10 else 2048) == 0"
+                      % (mode, mode))
+    assert c["light_syncs"] == 3 and c["real_syncs"] == 0 and c["logged_fallocates"] == records, c
+    assert path.read_bytes() == expect  # replayed after a power cut: tests/py/test_holes.py
+
+
 def test_an_attribute_change_makes_the_next_fsync_real_not_the_next_fdatasync(dev, diskdir):
     """A lightweight fsync promises what fdatasync does (data, size) and the
     attributes tdax saw change: after a chmod, chown, utime or extended
