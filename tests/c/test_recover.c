@@ -599,10 +599,8 @@ TEST(corrupt_record_is_skipped_and_every_other_one_applied)
 	memset(a.expect + 70, 0, 10); /* record 7 is lost: its bytes stay a hole */
 	tdax_log_seal_mine(dev);
 
-	struct tdax_recover_opts o = { .power_failure = true };
 	struct tdax_recover_report r;
-	struct tdax_err e;
-	CHECK(tdax_recover(dev, &o, &r, &e) == 0);
+	CHECK(replay(dev, &r) == 0);
 	CHECK(r.corrupt == 1 && r.applied == 19 && r.ndamage == 1 && !r.damage[0].torn);
 	CHECK(r.damage[0].readable && r.damage[0].off == 70 && r.damage[0].len == 10);
 	CHECK(file_is(&a));
