@@ -39,8 +39,11 @@ void tdax_writeback_pass(int all)
 			continue;
 		}
 		if (atomic_load(&rt->removed) == TDAX_REMOVED) {
-			if (nremoved < sizeof(removed) / sizeof(removed[0]))
-				removed[nremoved++] = i; /* the rest: next pass */
+			removed[nremoved++] = i;
+			if (nremoved == sizeof(removed) / sizeof(removed[0])) {
+				tdax_checkpoint_removed(removed, nremoved);
+				nremoved = 0;
+			}
 		} else if (all || pressure || now - first > tdax_rt.wb_age_ns ||
 			   atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite)) {
 			tdax_checkpoint_file(i);
