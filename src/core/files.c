@@ -31,7 +31,7 @@ int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 	 * asked for (performance.md: a query of mtime/ctime costs the next
 	 * write a journal update). */
 	struct statx stx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_BTIME, &stx) != 0)
+	if (tdax_statx_fd(fd, STATX_TYPE | STATX_INO | STATX_BTIME, &stx) != 0)
 		return -1;
 	if (!S_ISREG(stx.stx_mode)) {
 		errno = EINVAL;

@@ -7,6 +7,7 @@
 #include "core/sys.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -125,10 +126,23 @@ uint32_t tdax_pid(void)
 	return cached_pid;
 }
 
+int tdax_statx_fd(int fd, unsigned mask, struct statx *stx)
+{
+	static _Atomic int empty_name; /* 1: the kernel wants "" (before 6.11) */
+	if (!atomic_load_explicit(&empty_name, memory_order_relaxed)) {
+		/* (glibc's statx() declares the path non-null) */
+		int rc = (int)tdax_syscall(SYS_statx, fd, NULL, AT_EMPTY_PATH, mask, stx);
+		if (rc == 0 || errno != EFAULT)
+			return rc;
+		atomic_store_explicit(&empty_name, 1, memory_order_relaxed);
+	}
+	return statx(fd, "", AT_EMPTY_PATH, mask, stx);
+}
+
 int tdax_file_size(int fd, uint64_t *size)
 {
 	struct statx stx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx) != 0)
+	if (tdax_statx_fd(fd, STATX_SIZE, &stx) != 0)
 		return -1;
 	*size = stx.stx_size;
 	return 0;

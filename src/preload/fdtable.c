@@ -73,7 +73,7 @@ void tdax_fd_forget_range(unsigned first, unsigned last)
 bool tdax_fd_still(int fd, const struct tdax_fd *e, uint64_t *size)
 {
 	struct statx stx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE | STATX_INO | STATX_TYPE, &stx) != 0)
+	if (tdax_statx_fd(fd, STATX_SIZE | STATX_INO | STATX_TYPE, &stx) != 0)
 		return false;
 	*size = stx.stx_size;
 	return S_ISREG(stx.stx_mode) && stx.stx_ino == e->ino &&
