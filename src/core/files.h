@@ -19,7 +19,7 @@
 #include "core/tunables.h" /* TDAX_MAX_GRAN_ORDER */
 
 enum { TDAX_FILE_FREE = 0, TDAX_FILE_CLAIMING = 1, TDAX_FILE_ACTIVE = 2 };
-enum { TDAX_REMOVING = 1, TDAX_REMOVED = 2 }; /* tdax_file_rt.removed */
+enum { TDAX_REMOVING = 1, TDAX_REMOVED = 2, TDAX_REPLACED = 3 }; /* tdax_file_rt.removed */
 /* What the file system gave beyond the inode number: an inode generation,
  * a birth time. Either tells a file from a later one on a reused inode. */
 enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
@@ -52,13 +52,15 @@ struct tdax_file_rt {
 	 * before (tracking.c): only such syncs can upgrade a range, so a file
 	 * without one has taught the policy nothing worth keeping. */
 	_Atomic uint32_t streamed;
-	/* TDAX_REMOVED once its last name was removed while it had records
-	 * (unlink, or a rename over it): they stay until the removal is
-	 * durable -- until then a power cut can bring the file back
-	 * (checkpoint.c). TDAX_REMOVING from just before such a call until it
-	 * is known what it did. Persisted: recovery lets the records of such a
-	 * file go when its path no longer leads to it, instead of reporting it
-	 * unmatched. */
+	/* TDAX_REMOVED once its last name was unlinked while it had records,
+	 * TDAX_REPLACED once a rename over it took it (tdax_file_gone): they
+	 * stay until the removal is durable -- until then a power cut can
+	 * bring the file back (checkpoint.c). TDAX_REMOVING from just before
+	 * such a call until it is known what it did. Persisted: recovery lets
+	 * the records of such a file go when its path no longer leads to it,
+	 * instead of reporting it unmatched, and unlinks again a file a power
+	 * cut brought back after an unlink (a rename over it is not undone:
+	 * the name would then lead to neither file). */
 	_Atomic uint32_t removed;
 	/* Attribute changes (chmod, chown, utimensat, xattrs) since the last
 	 * real fsync: the log holds none, so the next fsync is real. */
@@ -115,6 +117,13 @@ static inline uint32_t tdax_file_gran(const struct tdax_file_rt *rt)
 {
 	uint32_t g = atomic_load_explicit(&rt->gran, memory_order_relaxed);
 	return g > TDAX_MAX_GRAN_ORDER + 1 ? TDAX_MAX_GRAN_ORDER + 1 : g;
+}
+
+/* Is this removal state (rt.removed) one of a file whose last name is
+ * gone (unlinked, or replaced by a rename)? */
+static inline bool tdax_file_gone(uint32_t removed)
+{
+	return removed == TDAX_REMOVED || removed == TDAX_REPLACED;
 }
 
 /* idx < max_files: an index read from the region is checked before. */
@@ -210,8 +219,8 @@ void tdax_file_set_remade(struct tdax_device *dev, struct tdax_file *f, const st
 /* The file is gone (last link removed, records released): free the entry. */
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
-/* Set the entry's removal state (rt.removed: 0, TDAX_REMOVING or
- * TDAX_REMOVED), persistently: recovery reads it. */
+/* Set the entry's removal state (rt.removed: 0, TDAX_REMOVING,
+ * TDAX_REMOVED or TDAX_REPLACED), persistently: recovery reads it. */
 void tdax_file_set_removed(struct tdax_device *dev, struct tdax_file *f, uint32_t v);
 
 /* Mark records of (idx, gen) up to seq as released, persistently. */

@@ -449,6 +449,32 @@ static int put_in_place(const struct trust *t, const struct tdax_file *f, const 
 	return 0;
 }
 
+/* The file of entry f, found at out->path after a power cut, had been
+ * unlinked by the application: unlink it again (as its user), make that
+ * durable, and let its records and entry go. */
+static void unlink_again(struct tdax_device *dev, const struct trust *t, const struct tdax_file *f,
+			 uint32_t idx, uint32_t gen, uint64_t last, struct tdax_recover_file *out)
+{
+	uid_t uid;
+	gid_t gid;
+	bool must_own;
+	if (acting_user(t, f, &uid, &gid, &must_own, out))
+		return;
+	bool as_other = as_user(uid, gid);
+	int rc = tdax_sys_unlink(out->path);
+	int e = errno;
+	as_root(as_other);
+	if ((rc != 0 && e != ENOENT) || tdax_sync_parent_dir(out->path) != 0) {
+		refuse(out, TDAX_IO_FAILED, "it was removed by the application and a power cut brought "
+		       "it back; removing it again failed: %s; records kept", strerror(rc ? e : errno));
+		return;
+	}
+	tdax_file_release(dev, idx, gen, last);
+	tdax_files_forget(dev, idx, gen);
+	snprintf(out->reason, sizeof(out->reason), "removed again: the application had removed it");
+	out->outcome = TDAX_DISCARDED;
+}
+
 /* Bring one file up to date with its records v[0..n). */
 static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts *o,
 			 const struct trust *t, struct tdax_recover_report *rep, const struct live *v,
@@ -493,6 +519,15 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 			tdax_file_release(dev, idx, gen, last);
 			out->outcome = TDAX_DISCARDED;
 		}
+		return;
+	}
+	/* Unlinked by the application (its last name), and back after a
+	 * power cut: its unlink was done, so it is done again -- a file the
+	 * application removed never comes back (a rename over it is left:
+	 * undone, the name would lead to neither file). */
+	if (rep->replay && atomic_load(&f->rt.removed) == TDAX_REMOVED) {
+		tdax_sys_close(fd);
+		unlink_again(dev, t, f, idx, gen, last, out);
 		return;
 	}
 	/* Same boot: the page cache has every byte; take the release point

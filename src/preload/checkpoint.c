@@ -105,7 +105,7 @@ static int let_go(uint32_t idx, uint32_t gen, bool dir_synced)
 	atomic_store(&rt->logged_bytes, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(tdax_rt.dev, idx, gen, upto);
-	if (atomic_load(&rt->removed) == TDAX_REMOVED)
+	if (tdax_file_gone(atomic_load(&rt->removed)))
 		tdax_files_forget(tdax_rt.dev, idx, gen);
 	return 0;
 }
@@ -132,7 +132,7 @@ void tdax_checkpoint_removed(const uint32_t *idx, size_t n)
 		char path[TDAX_FILE_PATH_MAX];
 		memcpy(path, f->path, sizeof(path));
 		path[sizeof(path) - 1] = '\0';
-		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || atomic_load(&f->rt.removed) != TDAX_REMOVED)
+		if (atomic_load(&f->state) != TDAX_FILE_ACTIVE || !tdax_file_gone(atomic_load(&f->rt.removed)))
 			continue;
 		bool synced = below_one_of(path, dirs, ndirs);
 		if (let_go(idx[i], gen, synced) == 0 && !synced && ndirs < DIRS) {
@@ -149,7 +149,7 @@ int tdax_checkpoint_file(uint32_t idx)
 	uint32_t gen = f->gen;
 	if (atomic_load(&f->state) != TDAX_FILE_ACTIVE)
 		return 0; /* freed (a removed file let go): nothing of it left */
-	if (atomic_load(&f->rt.removed) == TDAX_REMOVED)
+	if (tdax_file_gone(atomic_load(&f->rt.removed)))
 		return let_go(idx, gen, false);
 	bool gone = false;
 	int fd = open_registered(idx, &gone);
@@ -183,7 +183,7 @@ void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen)
 		tdax_file_set_removed(tdax_rt.dev, f, TDAX_REMOVING);
 }
 
-bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done, bool replaced)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct stat st;
@@ -201,7 +201,7 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done)
 		}
 		/* The write-back thread's next pass makes the removal durable
 		 * and lets the records go (let_go). */
-		tdax_file_set_removed(tdax_rt.dev, f, TDAX_REMOVED);
+		tdax_file_set_removed(tdax_rt.dev, f, replaced ? TDAX_REPLACED : TDAX_REMOVED);
 		tdax_rt.touched[idx] = 1;
 		return true;
 	}

@@ -20,7 +20,7 @@
  * once its directory is synced (a removal tdax saw: its entry too). */
 int tdax_checkpoint_file(uint32_t idx);
 
-/* Let go of the removed files idx[0..n) (TDAX_REMOVED, each seen so
+/* Let go of the removed files idx[0..n) (tdax_file_gone, each seen so
  * before the call), with one directory sync per directory: a sync that
  * starts after a removal was done makes it durable, whichever file's
  * let-go asked for it (the write-back pass: SQLite's rollback journal is
@@ -47,13 +47,14 @@ int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen);
 void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen);
 
 /* After the removal of a name of the registered file (idx, gen) open as fd
- * (done: the call succeeded). If that was its last name, its records stay
+ * (done: the call succeeded; replaced: by a rename over it, not an
+ * unlink). If that was its last name, its records stay
  * until the write-back thread has made the removal durable (a directory
  * sync), then go with its entry -- no sync on the caller's path: true, the
  * thread must run; a file with no records loses its entry at once. If it
  * has another name, it is checkpointed and left to the kernel (recovery
  * would not find it there). */
-bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done);
+bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done, bool replaced);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
  * registered file below it that has records. 0, or -1 with errno if one

@@ -115,7 +115,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 		tdax_checkpoint_unnaming(new_plus1 - 1, new_gen);
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
-	if (replaces && tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen, r == 0))
+	if (replaces && tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen, r == 0, true))
 		tdax_writeback_ensure();
 	if (r == 0) {
 		if (old_plus1)
@@ -147,7 +147,7 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	int err = errno;
 	if (r == 0 && named)
 		tdax_shadow_unlinked(name);
-	if (fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0))
+	if (fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0, false))
 		tdax_writeback_ensure();
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);

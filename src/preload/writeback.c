@@ -38,7 +38,7 @@ void tdax_writeback_pass(int all)
 			tdax_rt.touched[i] = 0;
 			continue;
 		}
-		if (atomic_load(&rt->removed) == TDAX_REMOVED) {
+		if (tdax_file_gone(atomic_load(&rt->removed))) {
 			removed[nremoved++] = i;
 			if (nremoved == sizeof(removed) / sizeof(removed[0])) {
 				tdax_checkpoint_removed(removed, nremoved);

@@ -417,8 +417,9 @@ TEST(a_file_remade_by_a_recovery_cut_short_is_the_entrys)
  * the entry first, names.c): if the name is gone, the records go after a
  * sync of the directory (not "unmatched", which would need the user); if it
  * is still there (the removal did not happen, or was not durable), they are
- * applied and the mark goes. */
-static void check_removing(bool gone)
+ * applied and the mark goes -- unless the file was unlinked (TDAX_REMOVED):
+ * then it is unlinked again. */
+static void check_removed(uint32_t state, bool gone)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
@@ -428,17 +429,37 @@ static void check_removing(bool gone)
 	close(fa);
 	tdax_log_seal_mine(dev);
 	struct tdax_file *f = tdax_file_at(dev, a.idx);
-	atomic_store(&f->rt.removed, TDAX_REMOVING);
+	atomic_store(&f->rt.removed, state);
 	if (gone)
 		CHECK(unlink(a.path) == 0);
+	bool goes = gone || state == TDAX_REMOVED;
 
 	struct tdax_recover_report r;
 	CHECK(replay(dev, &r) == 0);
-	CHECK(r.nfiles == 1 && r.files[0].outcome == (gone ? TDAX_DISCARDED : TDAX_RECOVERED));
+	CHECK(r.nfiles == 1 && r.files[0].outcome == (goes ? TDAX_DISCARDED : TDAX_RECOVERED));
 	CHECK(live_records(dev) == 0);
-	CHECK(gone ? access(a.path, F_OK) != 0 : file_is(&a) && atomic_load(&f->rt.removed) == 0);
+	CHECK(goes ? access(a.path, F_OK) != 0 : file_is(&a) && atomic_load(&f->rt.removed) == 0);
+	if (state == TDAX_REMOVED && !gone)
+		CHECK(strstr(r.files[0].reason, "removed again") &&
+		      atomic_load(&f->state) != TDAX_FILE_ACTIVE);
 	tdax_recover_report_free(&r);
 	tdax_device_close(dev);
+}
+
+/* Unlinked by the application, and a power cut brought it back: unlinked
+ * again (an acknowledged removal must not be undone: a directory sync
+ * after it may have been answered). */
+TEST(a_file_unlinked_and_brought_back_by_a_power_cut_is_unlinked_again)
+{
+	check_removed(TDAX_REMOVED, false);
+}
+
+/* Replaced by a rename, and a power cut undid the rename: the old file is
+ * back at its name with its records (removing it would leave the name to
+ * neither file). */
+TEST(a_file_replaced_and_brought_back_by_a_power_cut_keeps_its_records)
+{
+	check_removed(TDAX_REPLACED, false);
 }
 
 /* A file created, written and never synced, whose creation the power cut
@@ -464,12 +485,12 @@ TEST(records_of_a_file_never_synced_go_when_it_is_gone)
 
 TEST(records_of_a_file_removed_at_the_crash_go_without_a_user)
 {
-	check_removing(true);
+	check_removed(TDAX_REMOVING, true);
 }
 
 TEST(a_file_whose_removal_did_not_last_gets_its_records)
 {
-	check_removing(false);
+	check_removed(TDAX_REMOVING, false);
 }
 
 TEST(same_boot_recovery_only_syncs_and_releases)

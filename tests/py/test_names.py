@@ -1,8 +1,10 @@
 """Names of files with records (src/preload/names.c): an unlink, a rename
 of or over such a file, costs no sync; a removed file's records stay until the write-back
 thread has made the removal durable (a directory sync), because until then
-a power cut can bring the file back -- and then it must come back with what
-was acknowledged. Recovery applies records only to the very file that wrote
+a power cut can bring the file back -- a replaced one must then come back
+with what was acknowledged, an unlinked one is unlinked again. A created
+file's creation is a record: recovery makes it again if the cut undid it.
+Recovery applies records only to the very file that wrote
 them: a new file on the removed one's name and inode number never takes
 them. Power cuts here are real ones, of an ext4 on a volatile disk."""
 import json
@@ -65,13 +67,30 @@ def crash_after(dev, voldisk, how, records=1):
     return path, p.stdout, rep
 
 
-@pytest.mark.parametrize("how", ["unlink", "rename-over"])
-def test_a_removed_file_a_power_cut_brings_back_has_what_was_acknowledged(dev, voldisk, how):
-    path, _, rep = crash_after(dev, voldisk, how)
-    # Nothing made the removal durable (no journal commit after it): the
+def test_a_file_replaced_and_brought_back_by_a_power_cut_has_what_was_acknowledged(dev, voldisk):
+    path, _, rep = crash_after(dev, voldisk, "rename-over")
+    # Nothing made the rename durable (no journal commit after it): the
     # old file is back under its name, and with it its records.
     assert path.read_bytes() == b"ACKEDontent on flash", rep  # "old c" overwritten
     assert rep["applied"] >= 1
+
+
+def test_a_file_unlinked_and_brought_back_by_a_power_cut_is_unlinked_again(dev, voldisk):
+    """The application removed it: recovery does so again rather than let
+    a power cut undo an acknowledged removal (a later directory sync may
+    have been answered)."""
+    path = voldisk.mnt / "f"
+    p = tdax_run(dev, APP, path, "unlink", env=HOLD, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    assert path.exists()  # the removal was not durable: the file is back
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and not path.exists(), rep
+    assert [(f["outcome"], f["reason"]) for f in rep["files"]] == \
+        [("discarded", "removed again: the application had removed it")], rep
+    assert info(dev)["live_records"] == 0 and info(dev)["files_registered"] == 0
 
 
 @pytest.mark.parametrize("how", ["rename", "rename-durable"])
