@@ -100,12 +100,13 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_CHECKPOINTS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_SYNC_ERRORS]));
 	printf("metadata: %llu creates, %llu truncates, %llu fallocates and %llu renames logged, %llu "
-	       "directory syncs before releasing names\n",
+	       "directory syncs before releasing names, %llu directory syncs lightweight\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_CREATES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_TRUNCATES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_FALLOCATES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_RENAMES]),
-	       (unsigned long long)atomic_load(&c[TDAX_ST_DIR_SYNCS]));
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DIR_SYNCS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_LIGHT_DIR_SYNCS]));
 	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,

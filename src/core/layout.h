@@ -4,7 +4,8 @@
  * and the geometry a new region gets (as libpmemobj's heap_layout.h). The
  * structures at these places belong to their modules (device.h: super-block
  * and state; stats.h: counters; control.h: tunables; files.h: file entries;
- * ranges.h: range entries; log.h: segments and records), each of which
+ * ranges.h: range entries; log.h: segments and records; dirs.h:
+ * directories), each of which
  * checks with a _Static_assert that it fits its place here.
  *
  * Changing any value here changes the layout: bump TDAX_LAYOUT_VERSION.
@@ -18,6 +19,7 @@
  *                 every write of a file not registered, files.h)
  *   1024          device-wide counters (stats.h)
  *   2048          tunables of the policy (control.h)
+ *   3072          directories whose syncs the log may answer (dirs.h)
  *   4096          end of the header
  *   files_off     file identity table (files.h), max_files entries, then
  *                 its index by inode (tdax_index_slots(max_files) words)
@@ -43,6 +45,7 @@
 #define TDAX_REGISTRATIONS_OFF 640
 #define TDAX_STATS_OFF 1024
 #define TDAX_TUNABLES_OFF 2048
+#define TDAX_DIRS_OFF 3072
 #define TDAX_HEADER_SIZE 4096
 
 /* The tables after the header: entry sizes (the super-block records them

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "core/recover.h"
 #include "core/sys.h"
+#include "core/dirs.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/shadow.h"
@@ -346,9 +347,11 @@ static int open_anywhere(const struct trust *t, const struct tdax_file *f, const
  * Where a file whose creation is a live record belongs: the name it was
  * created with, or the newest a rename record gave it since; NULL if no
  * create record is live (its name was made durable before the records
- * went). Copied into name.
+ * went). Copied into name, with the record's permission bits and sequence
+ * number.
  */
-static const char *created_name(const struct live *v, size_t n, char *name, uint32_t *mode)
+static const char *created_name(const struct live *v, size_t n, char *name, uint32_t *mode,
+				uint64_t *seq)
 {
 	const char *at = NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -359,6 +362,7 @@ static const char *created_name(const struct live *v, size_t n, char *name, uint
 			if ((p = tdax_rec_create_path(&v[i].h, copy)) && p[0] == '/') {
 				memcpy(name, p, v[i].h.len);
 				*mode = (uint32_t)v[i].h.off & 07777;
+				*seq = v[i].h.seq;
 				at = name;
 			}
 		} else if (at && v[i].h.kind == TDAX_REC_RENAME && v[i].h.len <= 2 * TDAX_FILE_PATH_MAX) {
@@ -493,28 +497,35 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	int fd = -1;
 	char name[TDAX_FILE_PATH_MAX], tmp[TDAX_FILE_PATH_MAX + 16];
 	uint32_t mode = 0;
+	uint64_t created_seq = 0;
 	bool remade = false;
 	if (!tdax_file_valid(f) || f->gen != gen)
 		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
 		       "recover again");
 	else
 		fd = open_anywhere(t, f, v, n, out);
-	/* Gone after a power cut, though created in the log and synced (the
-	 * create was acknowledged) and not removed by the application. */
-	if (fd < 0 && out->outcome == TDAX_UNMATCHED && rep->replay && atomic_load(&f->rt.synced) &&
-	    !atomic_load(&f->rt.removed) && created_name(v, n, name, &mode)) {
+	/* Gone after a power cut, though created in the log, and not removed
+	 * by the application; made again if its creation was acknowledged: a
+	 * sync of the file was answered, or a directory sync after it (dirs.h,
+	 * light_seq; any directory's: which one is not kept). */
+	bool created = created_name(v, n, name, &mode, &created_seq);
+	bool acked = atomic_load(&f->rt.synced) ||
+		     (created && created_seq <= atomic_load(&tdax_dirs(dev)->light_seq));
+	if (fd < 0 && out->outcome == TDAX_UNMATCHED && rep->replay && !atomic_load(&f->rt.removed) &&
+	    created && acked) {
 		fd = remake(dev, t, f, idx, name, mode, tmp, out);
 		remade = fd >= 0;
 	}
 	if (fd < 0) {
 		/* A file that is gone -- the application removed it (tdax saw
 		 * it: rt.removed), it was never synced (none of its records was
-		 * acknowledged: rt.synced), or the caller says to let such
+		 * acknowledged: rt.synced, nor its creation by a directory
+		 * sync), or the caller says to let such
 		 * files go -- loses its records once its directory is synced
 		 * (until then a power cut could bring it back, and then it would
 		 * need them). */
 		if (out->outcome == TDAX_UNMATCHED &&
-		    (o->discard_unmatched || atomic_load(&f->rt.removed) || !atomic_load(&f->rt.synced)) &&
+		    (o->discard_unmatched || atomic_load(&f->rt.removed) || !acked) &&
 		    tdax_sync_parent_dir(f->path) == 0) {
 			tdax_file_release(dev, idx, gen, last);
 			out->outcome = TDAX_DISCARDED;

@@ -26,6 +26,7 @@
 #include "preload/names.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/dirsync.h"
 #include "preload/start.h"
 #include "preload/state.h"
 #include "core/trace.h"
@@ -59,6 +60,9 @@ static bool takes_mode(int flags)
 static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct tdax_names_trunc trunc = { .fd = -1 };
+	struct tdax_dir_look dir;
+	if (flags & O_CREAT)
+		tdax_dirsync_look(dirfd, path, &dir);
 	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)))
 		tdax_names_truncate_look(dirfd, path, !(flags & O_NOFOLLOW), &trunc);
 	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
@@ -69,10 +73,13 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 		tdax_names_truncated(&trunc, fd >= 0, 0);
 		flags &= ~O_TRUNC; /* logged: it does not uncover the file */
 	}
+	bool logged = false; /* its creation is a record */
 	if (!manage)
 		tdax_fd_forget(fd); /* the number may have been a managed file's */
 	else if (fd >= 0 && (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach_opening(fd))))
-		tdax_manage(fd, path, flags);
+		logged = tdax_manage(fd, path, flags);
+	if (flags & O_CREAT)
+		tdax_dirsync_changed(dirfd, path, &dir, logged);
 	errno = e;
 	return fd;
 }
@@ -248,13 +255,13 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 EXPORT int fsync(int fd)
 {
 	const struct tdax_fd *e = current(fd, managed(fd));
-	return e ? tdax_mode_of(e)->sync(fd, e, false) : TDAX_REAL(fsync)(fd);
+	return e ? tdax_mode_of(e)->sync(fd, e, false) : tdax_dirsync_sync(fd, false);
 }
 
 EXPORT int fdatasync(int fd)
 {
 	const struct tdax_fd *e = current(fd, managed(fd));
-	return e ? tdax_mode_of(e)->sync(fd, e, true) : TDAX_REAL(fdatasync)(fd);
+	return e ? tdax_mode_of(e)->sync(fd, e, true) : tdax_dirsync_sync(fd, true);
 }
 
 /* ---- size and metadata ---------------------------------------------- */
@@ -463,7 +470,14 @@ EXPORT int unlink(const char *path)
 
 EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
-	if ((flags & AT_REMOVEDIR) || !tdax_on_for_path(dirfd, path, false))
+	if (flags & AT_REMOVEDIR) {
+		struct tdax_dir_look dir;
+		tdax_dirsync_look(dirfd, path, &dir);
+		int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
+		tdax_dirsync_changed(dirfd, path, &dir, false);
+		return r;
+	}
+	if (!tdax_on_for_path(dirfd, path, false))
 		return TDAX_REAL(unlinkat)(dirfd, path, flags);
 	return tdax_names_unlink(dirfd, path, flags);
 }

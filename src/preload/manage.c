@@ -122,12 +122,12 @@ static int register_fd(int fd, const char *path_or_null, uint32_t *idx, uint32_t
 	return 0;
 }
 
-static void manage_fresh(int fd, const char *path_or_null, int flags);
+static bool manage_fresh(int fd, const char *path_or_null, int flags);
 
-void tdax_manage(int fd, const char *path_or_null, int flags)
+bool tdax_manage(int fd, const char *path_or_null, int flags)
 {
 	if (fd < 0 || fd >= TDAX_MAX_FDS)
-		return;
+		return false;
 	/* Whatever the number was before, it is this now. If it was this file
 	 * already (adopted when the process attached on this very open), the
 	 * entry is held meanwhile: forgetting must not let it go. */
@@ -136,9 +136,10 @@ void tdax_manage(int fd, const char *path_or_null, int flags)
 	if (held)
 		tdax_fd_hold(held - 1);
 	tdax_fd_forget(fd);
-	manage_fresh(fd, path_or_null, flags);
+	bool logged = manage_fresh(fd, path_or_null, flags);
 	if (held)
 		tdax_fd_unhold(held - 1, held_gen);
+	return logged;
 }
 
 /* The entry's flags an open's flags give. */
@@ -165,13 +166,13 @@ static bool may_wait(int flags, const struct stat *st, uint32_t *count)
 }
 
 /* tdax_manage of a number that has no entry now. */
-static void manage_fresh(int fd, const char *path_or_null, int flags)
+static bool manage_fresh(int fd, const char *path_or_null, int flags)
 {
 	struct stat st;
 	uint32_t idx, gen, count;
 	bool created;
 	if (!qualifies(fd, flags, &st))
-		return;
+		return false;
 	if (may_wait(flags, &st, &count)) {
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
@@ -180,10 +181,10 @@ static void manage_fresh(int fd, const char *path_or_null, int flags)
 			.dev = st.st_dev, .ino = st.st_ino,
 			.pos = path_or_null ? 0 : position(fd),
 		};
-		return;
+		return false;
 	}
 	if (register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
-		return;
+		return false;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
 	/* A new entry of an empty file opened with O_CREAT: its creation is a
@@ -216,6 +217,7 @@ static void manage_fresh(int fd, const char *path_or_null, int flags)
 		.dev = st.st_dev, .ino = st.st_ino,
 		.pos = path_or_null ? 0 : position(fd),
 	};
+	return logged;
 }
 
 /*

@@ -25,8 +25,9 @@ bool tdax_manage_wants_path(int dirfd, const char *path, bool follow);
 
 /* fd was just opened (or inherited across exec) with these open flags:
  * manage it if it qualifies. Forgets whatever entry the number had before,
- * managed or not. path_or_null names it in warnings. */
-void tdax_manage(int fd, const char *path_or_null, int flags);
+ * managed or not. path_or_null names it in warnings. True if the file's
+ * creation is a record now (tdax_coherent_created). */
+bool tdax_manage(int fd, const char *path_or_null, int flags);
 
 /* Is e's file entry still the one it was made for? (Not when the entry
  * was let go: tdax_files_let_go.) One load of the entry. A descriptor of

@@ -6,6 +6,7 @@
 #include "core/shadow.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
+#include "preload/dirsync.h"
 #include "preload/state.h"
 #include "preload/writeback.h"
 
@@ -113,8 +114,15 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	bool replaces = new_plus1 && !exchange && new_plus1 != old_plus1;
 	if (replaces)
 		tdax_checkpoint_unnaming(new_plus1 - 1, new_gen);
+	struct tdax_dir_look from_dir, to_dir;
+	tdax_dirsync_look(olddir, oldpath, &from_dir);
+	tdax_dirsync_look(newdir, newpath, &to_dir);
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
+	/* Not in the log as a change of names: the directories' next syncs
+	 * are real (a rename record only tells recovery where to look). */
+	tdax_dirsync_changed(olddir, oldpath, &from_dir, false);
+	tdax_dirsync_changed(newdir, newpath, &to_dir, false);
 	if (replaces && tdax_checkpoint_unnamed(new_fd, new_plus1 - 1, new_gen, r == 0, true))
 		tdax_writeback_ensure();
 	if (r == 0) {
@@ -143,12 +151,18 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
 	if (fd >= 0)
 		tdax_checkpoint_unnaming(plus1 - 1, gen);
+	struct tdax_dir_look dir;
+	tdax_dirsync_look(dirfd, path, &dir);
 	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
 	int err = errno;
 	if (r == 0 && named)
 		tdax_shadow_unlinked(name);
-	if (fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0, false))
+	/* An unlink of a file with records is held by the log (recovery
+	 * unlinks it again); of any other, it is not. */
+	bool logged = fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0, false);
+	if (logged)
 		tdax_writeback_ensure();
+	tdax_dirsync_changed(dirfd, path, &dir, logged);
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);
 	errno = err;

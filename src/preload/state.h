@@ -75,6 +75,15 @@ extern struct tdax_runtime tdax_rt;
 	X(renameat2, int, (int, const char *, int, const char *, unsigned))           \
 	X(unlink, int, (const char *))                                                \
 	X(unlinkat, int, (int, const char *, int))                                    \
+	X(rmdir, int, (const char *))                                                 \
+	X(mkdir, int, (const char *, mode_t))                                         \
+	X(mkdirat, int, (int, const char *, mode_t))                                  \
+	X(link, int, (const char *, const char *))                                    \
+	X(linkat, int, (int, const char *, int, const char *, int))                   \
+	X(symlink, int, (const char *, const char *))                                 \
+	X(symlinkat, int, (const char *, int, const char *))                          \
+	X(mknod, int, (const char *, mode_t, dev_t))                                  \
+	X(mknodat, int, (int, const char *, mode_t, dev_t))                           \
 	X(truncate, int, (const char *, off_t))                                       \
 	X(fchmod, int, (int, mode_t))                                                 \
 	X(fchmodat, int, (int, const char *, mode_t, int))                            \

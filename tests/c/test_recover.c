@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/crc32c.h"
+#include "core/dirs.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/recover.h"
@@ -268,15 +269,17 @@ TEST(a_rename_a_crash_undid_finds_the_file_under_its_old_name)
 }
 
 /*
- * A file created under tdax (a create record), written, synced (lightweight:
- * rt.synced), optionally renamed -- and the power cut undid the creation,
+ * A file created under tdax (a create record), written, its creation
+ * acknowledged (synced: 1 by a sync of the file, rt.synced; 2 by a
+ * directory sync answered from the log, light_seq; 0 not at all),
+ * optionally renamed -- and the power cut undid the creation,
  * so it is at none of its names. Outcome: made anew at its newest name, as
  * created (permission bits), with the records; the entry, which names the
  * lost file, is freed; no temporary file is left. With kill_after, a first
  * recovery is killed after that many applied records and the second
  * finishes the work.
  */
-static void check_remade(bool renamed, bool synced, int kill_after)
+static void check_remade(bool renamed, int synced, int kill_after)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
 	CHECK(dev);
@@ -294,7 +297,10 @@ static void check_remade(bool renamed, bool synced, int kill_after)
 	CHECK(tw(dev, &a, fa, 4, "NEW", false) == 0);
 	close(fa);
 	tdax_log_seal_mine(dev);
-	atomic_store(&tdax_file_at(dev, a.idx)->rt.synced, synced);
+	/* synced: 0 never, 1 by a sync of the file, 2 by a directory sync */
+	atomic_store(&tdax_file_at(dev, a.idx)->rt.synced, synced == 1);
+	if (synced == 2)
+		atomic_store(&tdax_dirs(dev)->light_seq, atomic_load(dev->seq));
 	CHECK(unlink(a.path) == 0); /* the power cut undid the creation */
 	if (renamed)
 		memcpy(a.path, to, sizeof(to));
@@ -335,22 +341,29 @@ static void check_remade(bool renamed, bool synced, int kill_after)
 
 TEST(a_file_whose_creation_the_crash_undid_is_made_anew)
 {
-	check_remade(false, true, 0);
+	check_remade(false, 1, 0);
 }
 
 TEST(a_created_and_renamed_file_the_crash_undid_is_made_at_its_new_name)
 {
-	check_remade(true, true, 0);
+	check_remade(true, 1, 0);
 }
 
 TEST(a_created_file_never_synced_is_not_made_again)
 {
-	check_remade(false, false, 0);
+	check_remade(false, 0, 0);
+}
+
+/* Never synced itself, but a directory sync answered from the log after
+ * its creation promised its name (dirs.h, light_seq): made again. */
+TEST(a_created_file_a_directory_sync_promised_is_made_again)
+{
+	check_remade(false, 2, 0);
 }
 
 TEST(recovery_killed_while_making_a_file_anew_completes_when_run_again)
 {
-	check_remade(true, true, 2);
+	check_remade(true, 1, 2);
 }
 
 /* A file created under tdax (a create record), written, closed -- and the

@@ -234,3 +234,60 @@ time.sleep(60)
         c = i["counters"]
         assert i["live_records"] == 0 and i["files_registered"] == 0, i
         assert c["dir_syncs"] == 1 and c["real_syncs"] == 0 and c["logged_creates"] == 8, c
+
+
+# A directory sync is answered from the log only where a change of the
+# directory after a look at its change time gets a later one (Linux 6.13+
+# fine-grained timestamps): elsewhere it is real (src/preload/dirsync.c).
+FINE_TIMES = tuple(int(x) for x in os.uname().release.split(".")[:2]) >= (6, 13)
+
+DIRSYNC_APP = r"""
+import os, subprocess, sys
+d, how = sys.argv[1], sys.argv[2]
+dfd = os.open(d, os.O_RDONLY)
+fd = os.open(os.path.join(d, "old"), os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"old, with records"); os.fsync(fd)
+os.fsync(dfd)                                          # real: the first of the directory
+if how == "logged":
+    fd = os.open(os.path.join(d, "new"), os.O_WRONLY | os.O_CREAT, 0o644)  # a create record
+    os.write(fd, b"created")                           # (no sync of the file: the directory's
+                                                       # promises its name)
+    os.unlink(os.path.join(d, "old"))                  # recovery unlinks it again
+elif how == "mkdir":
+    os.mkdir(os.path.join(d, "sub"))                   # no record: the next sync is real
+elif how == "foreign":
+    subprocess.run(["touch", os.path.join(d, "x")], env={})  # a process without tdax
+os.fsync(dfd)
+print("done", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_directory_sync_after_changes_the_log_holds_is_lightweight(dev, voldisk):
+    """A create and an unlink of a file with records are in the log: the
+    directory's sync after them is answered from it, and recovery after a
+    power cut makes the one again and removes the other."""
+    d = voldisk.mnt
+    p = tdax_run(dev, DIRSYNC_APP, d, "logged", env=HOLD, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    if not FINE_TIMES:  # the kernel's sync made both changes durable
+        assert (d / "new").exists() and not (d / "old").exists()
+        return
+    # Lightweight: nothing made the changes durable.
+    assert not (d / "new").exists() and (d / "old").exists()
+    rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
+    assert (d / "new").read_bytes() == b"created" and not (d / "old").exists(), rep
+
+
+@pytest.mark.parametrize("how", ["mkdir", "foreign"])
+def test_a_directory_sync_after_a_change_the_log_does_not_hold_is_real(dev, voldisk, how):
+    """A directory made, or a file created by a process without tdax: the
+    log cannot bring it back, so the directory's sync is the kernel's."""
+    d = voldisk.mnt
+    p = tdax_run(dev, DIRSYNC_APP, d, how, env=HOLD, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    assert (d / ("sub" if how == "mkdir" else "x")).exists()

@@ -1,0 +1,197 @@
+/*
+ * dirsync -- a directory's fsync answered from the log (dirsync.h).
+ *
+ * A directory sync promises every change of names in the directory. The
+ * log holds two kinds: a file's creation (a create record: recovery makes
+ * the file again) and an unlink of a file with records (recovery unlinks
+ * it again). So a directory sync is answered from the log when, since the
+ * directory's last real sync,
+ *   - every change a process under tdax made there was one of those (any
+ *     other -- mkdir, rmdir, link, symlink, mknod, a rename, an open with
+ *     O_CREAT the log does not hold, an unlink of a file without records --
+ *     counts in the directory's slot, core/dirs.h), and
+ *   - nothing else changed it: the directory's change time is what the
+ *     last real sync and the logged changes since left. That is the guard
+ *     against a process tdax does not see (not under tdax, not attached
+ *     yet, syscall(2)); it holds only where a change after a look at the
+ *     change time gets a later one (Linux 6.13+ fine-grained timestamps on
+ *     ext4, XFS, btrfs, tmpfs): elsewhere every directory sync is real.
+ * Ordering: the device's `watched` flag is set before the first real
+ * directory sync begins, and a change looks at it only after it is done;
+ * so a change that did not count was done before that sync began.
+ */
+#define _GNU_SOURCE
+#include "preload/dirsync.h"
+#include "core/dirs.h"
+#include "core/util.h"
+#include "preload/state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+
+#define DIR_MASK (STATX_TYPE | STATX_INO | STATX_CTIME)
+
+static uint64_t ctime_of(const struct statx *stx)
+{
+	return (uint64_t)stx->stx_ctime.tv_sec * 1000000000u + stx->stx_ctime.tv_nsec;
+}
+
+/* The directory dirfd/path is in, as a path relative to dirfd. */
+static const char *parent(const char *path, char *buf, size_t n)
+{
+	size_t len = strnlen(path, n);
+	if (len == n || len == 0)
+		return NULL;
+	memcpy(buf, path, len + 1);
+	while (len > 1 && buf[len - 1] == '/')
+		buf[--len] = '\0';
+	char *slash = strrchr(buf, '/');
+	if (!slash)
+		return ".";
+	while (slash > buf && slash[-1] == '/')
+		slash--;
+	if (slash == buf)
+		return "/";
+	*slash = '\0';
+	return buf;
+}
+
+/* The directory dirfd/path is in: its identity and change time. */
+static bool look_at(int dirfd, const char *path, struct tdax_dir_look *l)
+{
+	char buf[PATH_MAX];
+	const char *dir = parent(path, buf, sizeof(buf));
+	struct statx stx;
+	l->valid = dir && statx(dirfd, dir, 0, DIR_MASK, &stx) == 0 && S_ISDIR(stx.stx_mode);
+	if (l->valid) {
+		l->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+		l->ino = stx.stx_ino;
+		l->ctime = ctime_of(&stx);
+	}
+	return l->valid;
+}
+
+static bool watched(void)
+{
+	return tdax_on() && atomic_load(&tdax_dirs(tdax_rt.dev)->watched);
+}
+
+void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l)
+{
+	l->valid = false;
+	if (watched())
+		look_at(dirfd, path, l);
+}
+
+void tdax_dirsync_changed(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged)
+{
+	if (!watched())
+		return;
+	int err = errno;
+	struct tdax_dir_look now;
+	if (look_at(dirfd, path, &now)) {
+		bool same = l && l->valid && l->dev == now.dev && l->ino == now.ino;
+		struct tdax_dir_slot *s = tdax_dir_slot(tdax_rt.dev, now.dev, now.ino);
+		if (same && now.ctime == l->ctime) {
+			; /* nothing changed (the call failed, or found the file there) */
+		} else if (same && logged) {
+			/* Held by the log: the guard moves on, if nothing else
+			 * changed the directory since the look. */
+			uint64_t was = l->ctime;
+			if (atomic_load(&s->dev) == now.dev && atomic_load(&s->ino) == now.ino)
+				atomic_compare_exchange_strong(&s->ctime_ns, &was, now.ctime);
+		} else {
+			atomic_fetch_add(&s->unlogged, 1);
+		}
+	}
+	errno = err;
+}
+
+/* Do this kernel and the file system of directory fd give a change after
+ * a look at the change time a later one (multigrain timestamps)? */
+static bool fine_times(int fd)
+{
+	static int kernel = -1; /* 1: 6.13 or later */
+	if (kernel < 0) {
+		struct utsname u;
+		int major = 0, minor = 0;
+		kernel = uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+			 (major > 6 || (major == 6 && minor >= 13));
+	}
+	struct statfs sf;
+	if (!kernel || fstatfs(fd, &sf) != 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC: case XFS_SUPER_MAGIC: case BTRFS_SUPER_MAGIC: case TMPFS_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+/* May slot s answer a sync of directory (dev, ino), whose change time is
+ * ctime now? */
+static bool covered(const struct tdax_dir_slot *s, uint64_t dev, uint64_t ino, uint64_t ctime)
+{
+	uint32_t seq = atomic_load(&s->seq);
+	bool yes = !(seq & 1) && atomic_load(&s->fine) && atomic_load(&s->dev) == dev &&
+		   atomic_load(&s->ino) == ino && atomic_load(&s->unlogged) == 0 &&
+		   atomic_load(&s->ctime_ns) == ctime;
+	return yes && atomic_load(&s->seq) == seq;
+}
+
+static int real_sync(int fd, bool datasync)
+{
+	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
+}
+
+int tdax_dirsync_sync(int fd, bool datasync)
+{
+	struct statx stx;
+	if (!tdax_on() || tdax_statx_fd(fd, DIR_MASK, &stx) != 0 || !S_ISDIR(stx.stx_mode))
+		return real_sync(fd, datasync);
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_dirs *d = tdax_dirs(dev);
+	uint64_t ddev = makedev(stx.stx_dev_major, stx.stx_dev_minor), ino = stx.stx_ino;
+	struct tdax_dir_slot *s = tdax_dir_slot(dev, ddev, ino);
+	if (covered(s, ddev, ino, ctime_of(&stx))) {
+		/* Every record was persisted when written. What the answer may
+		 * have promised, recovery needs to know (dirs.h, light_seq). */
+		uint64_t seq = atomic_load(dev->seq), cur = atomic_load(&d->light_seq);
+		while (cur < seq && !atomic_compare_exchange_weak(&d->light_seq, &cur, seq))
+			;
+		tdax_persist(dev, (const void *)&d->light_seq, sizeof(d->light_seq));
+		if (!atomic_load(&tdax_rt.lost)) { /* the region went away meanwhile (watch.h) */
+			tdax_count(TDAX_ST_LIGHT_DIR_SYNCS, 1);
+			return 0;
+		}
+	}
+	/* Real: first the flag every change looks at after it is done, then
+	 * what this sync will cover -- the change time, the count. */
+	if (!atomic_load(&d->watched))
+		atomic_store(&d->watched, 1);
+	if (tdax_statx_fd(fd, DIR_MASK, &stx) != 0)
+		return real_sync(fd, datasync);
+	uint64_t c0 = ctime_of(&stx), u0 = atomic_load(&s->unlogged);
+	int rc = real_sync(fd, datasync);
+	if (rc != 0)
+		return rc;
+	int err = errno;
+	uint32_t seq = atomic_load(&s->seq);
+	if (!(seq & 1) && atomic_compare_exchange_strong(&s->seq, &seq, seq + 1)) {
+		atomic_store(&s->dev, ddev);
+		atomic_store(&s->ino, ino);
+		atomic_store(&s->fine, fine_times(fd));
+		atomic_store(&s->ctime_ns, c0);
+		atomic_compare_exchange_strong(&s->unlogged, &u0, 0);
+		atomic_store(&s->seq, seq + 2);
+	}
+	errno = err;
+	return 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * dirsync -- a directory's fsync answered from the log (core/dirs.h), and
+ * what forbids it: every change of names in a directory since its last
+ * real sync must be one the log holds (a file's creation record, an unlink
+ * recovery redoes), and no process tdax does not see may have changed it.
+ */
+#ifndef TDAX_DIRSYNC_H
+#define TDAX_DIRSYNC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The directory a change of names happens in, looked at before it. */
+struct tdax_dir_look {
+	bool valid;
+	uint64_t dev, ino, ctime;
+};
+
+/* Before a change of names at dirfd/path that the log may hold (an open
+ * with O_CREAT, an unlink): the directory's identity and change time. */
+void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l);
+
+/* After a change of names at dirfd/path (it succeeded): logged, the log
+ * holds it and the directory's guard moves on with it (if nothing else
+ * changed the directory since the look, l); otherwise the directory's
+ * next sync is real. l may be NULL (nothing looked at: not logged). */
+void tdax_dirsync_changed(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged);
+
+/* fsync/fdatasync of a descriptor tdax does not manage: a directory's is
+ * answered from the log when it may be, else (and anything else) is the
+ * kernel's. Returns what the call returns. */
+int tdax_dirsync_sync(int fd, bool datasync);
+
+#endif
