@@ -4,7 +4,8 @@
  * system and inode: directories that share a slot share its count of
  * changes the log does not hold, which only makes their syncs real more
  * often. The slots are runtime state, shared by every process using the
- * device; only `light_seq` is read by recovery.
+ * device, and forgotten by a replay (recover.c); only `light_seq` is read
+ * by recovery.
  */
 #ifndef TDAX_DIRS_H
 #define TDAX_DIRS_H

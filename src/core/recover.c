@@ -600,6 +600,18 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	out->outcome = TDAX_RECOVERED;
 }
 
+/* After a power cut, what the directory table said of the directories
+ * (their change times, the changes not logged) described the page cache:
+ * none of it holds, every directory's next sync is real. light_seq stays
+ * (it speaks of records, not of directories). */
+static void forget_dirs(struct tdax_device *dev)
+{
+	struct tdax_dirs *d = tdax_dirs(dev);
+	atomic_store(&d->watched, 0);
+	memset((void *)d->slot, 0, sizeof(d->slot));
+	tdax_persist(dev, (const void *)d, sizeof(*d));
+}
+
 int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 		 struct tdax_recover_report *rep, struct tdax_err *err)
 {
@@ -651,6 +663,8 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	}
 	free(c.v);
 	tdax_log_reclaim(dev);
+	if (rep->replay)
+		forget_dirs(dev);
 	if (rep->failed == 0)
 		tdax_device_set_state(dev, tdax_log_live_owner(dev) ? TDAX_STATE_UNCLEAN
 								    : TDAX_STATE_CLEAN);

@@ -24,7 +24,8 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,raw-always,sqlite-wal,sqlite-delete,redis,postgres,rocksdb]
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,sqlite-wal,sqlite-delete,sqlite-delete-always,
+                                        redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -224,11 +225,12 @@ def as_postgres(argv):
 
 
 def start(app, d, oracle, device, env, tdax):
-    # raw-always: the raw workload with every write logged, so that its
-    # truncates are records and its scratch files are removed with records
-    # (under the default policy, a file synced twice gets none).
-    policy = ["--policy", "always"] if app == "raw-always" else []
-    app = "raw" if app == "raw-always" else app
+    # APP-always: the workload with every write logged, so that its
+    # truncates are records, its files are created and removed with records
+    # and its directory syncs are answered from the log (under the default
+    # policy, a file synced twice gets none).
+    policy = ["--policy", "always"] if app.endswith("-always") else []
+    app = app.removesuffix("-always")
     pre = [tdax, "run", "--quiet", "--device", device] + policy + ["--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
@@ -381,7 +383,8 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "raw-always": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite, "redis": check_redis,
+CHECK = {"raw": check_raw, "raw-always": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite,
+         "sqlite-delete-always": check_sqlite, "redis": check_redis,
          "postgres": check_postgres, "rocksdb": check_rocksdb}
 
 
@@ -448,11 +451,11 @@ def report(rows):
     """Print the table of rows, {(app, fault, control): [result, ...]}, and
     the verdict; return the exit status: 1 if an acknowledged record was lost
     or a control round lost nothing."""
-    print(f"{'app':<14}{'fault':<18}{'rounds':>7}{'acked':>11}{'lost':>10}{'torn':>6}{'replayed':>11}{'recovery':>10}")
+    print(f"{'app':<22}{'fault':<18}{'rounds':>7}{'acked':>11}{'lost':>10}{'torn':>6}{'replayed':>11}{'recovery':>10}")
     bad = failed_rounds = 0
     for (app, fault, control), xs in rows.items():
         name = fault + (" (control)" if control else "")
-        print(f"{app:<14}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
+        print(f"{app:<22}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
               f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>11}"
               f"{max(x['recovery_s'] for x in xs):>9.2f}s")
         wrong = sum(1 for x in xs if bool(x["lost"]) != control)
@@ -490,7 +493,8 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,raw-always,sqlite-wal,sqlite-delete,redis,postgres,rocksdb")
+    ap.add_argument("--apps", default="raw,raw-always,sqlite-wal,sqlite-delete,sqlite-delete-always,redis,"
+                    "postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
