@@ -1,10 +1,10 @@
 /*
  * interpose_dir -- hooks of the calls that change names in a directory
- * and that the log never holds (mkdir, rmdir, link, symlink, mknod): the
- * directory's next sync is real (dirsync.h). Each hook makes the real
- * call; errno and result are the real call's. Nothing while the process
- * has not attached (its changes are then a process tdax does not see:
- * the directory's change time tells).
+ * and that the log never holds (mkdir, rmdir, link, symlink, mknod,
+ * mkfifo): the directory's next sync is real (dirsync.h). Each hook makes
+ * the real call; errno and result are the real call's. Nothing while the
+ * process has not attached (its changes are then a process tdax does not
+ * see: the directory's change time tells).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,4 +73,14 @@ EXPORT int mknod(const char *path, mode_t mode, dev_t dev)
 EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 {
 	AROUND(dirfd, path, TDAX_REAL(mknodat)(dirfd, path, mode, dev));
+}
+
+EXPORT int mkfifo(const char *path, mode_t mode)
+{
+	AROUND(AT_FDCWD, path, TDAX_REAL(mkfifo)(path, mode));
+}
+
+EXPORT int mkfifoat(int dirfd, const char *path, mode_t mode)
+{
+	AROUND(dirfd, path, TDAX_REAL(mkfifoat)(dirfd, path, mode));
 }

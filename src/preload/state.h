@@ -84,6 +84,8 @@ extern struct tdax_runtime tdax_rt;
 	X(symlinkat, int, (const char *, int, const char *))                          \
 	X(mknod, int, (const char *, mode_t, dev_t))                                  \
 	X(mknodat, int, (int, const char *, mode_t, dev_t))                           \
+	X(mkfifo, int, (const char *, mode_t))                                        \
+	X(mkfifoat, int, (int, const char *, mode_t))                                 \
 	X(truncate, int, (const char *, off_t))                                       \
 	X(fchmod, int, (int, mode_t))                                                 \
 	X(fchmodat, int, (int, const char *, mode_t, int))                            \

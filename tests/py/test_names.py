@@ -253,10 +253,18 @@ if how == "logged":
     os.write(fd, b"created")                           # (no sync of the file: the directory's
                                                        # promises its name)
     os.unlink(os.path.join(d, "old"))                  # recovery unlinks it again
-elif how == "mkdir":
-    os.mkdir(os.path.join(d, "sub"))                   # no record: the next sync is real
 elif how == "foreign":
     subprocess.run(["touch", os.path.join(d, "x")], env={})  # a process without tdax
+else:                                                  # no record: the next sync is real
+    {"mkdir": lambda: os.mkdir(os.path.join(d, "x")),
+     "rmdir": lambda: os.rmdir(os.path.join(d, "made-before")),
+     "link": lambda: os.link(os.path.join(d, "old"), os.path.join(d, "x")),
+     "symlink": lambda: os.symlink("old", os.path.join(d, "x")),
+     "mkfifo": lambda: os.mkfifo(os.path.join(d, "x")),
+     "mknod": lambda: os.mknod(os.path.join(d, "x"), 0o600 | 0o010000),  # S_IFIFO
+     "rename": lambda: os.rename(os.path.join(d, "old"), os.path.join(d, "x")),
+     "unlink-unregistered": lambda: os.unlink(os.path.join(d, "made-before-file")),
+     }[how]()
 os.fsync(dfd)
 print("done", flush=True)
 os.kill(os.getpid(), 9)
@@ -281,13 +289,24 @@ def test_a_directory_sync_after_changes_the_log_holds_is_lightweight(dev, voldis
     assert (d / "new").read_bytes() == b"created" and not (d / "old").exists(), rep
 
 
-@pytest.mark.parametrize("how", ["mkdir", "foreign"])
+@pytest.mark.parametrize("how", ["foreign", "mkdir", "rmdir", "link", "symlink", "mkfifo", "mknod",
+                                 "rename", "unlink-unregistered"])
 def test_a_directory_sync_after_a_change_the_log_does_not_hold_is_real(dev, voldisk, how):
-    """A directory made, or a file created by a process without tdax: the
-    log cannot bring it back, so the directory's sync is the kernel's."""
+    """A file created by a process without tdax, or a change the log holds
+    nothing of (a directory made or removed, a link, a symlink, a FIFO by
+    mkfifo or mknod, a rename, an unlink of a file without records): the
+    log cannot bring it back, so the directory's sync is the kernel's and
+    the change survives a power cut as it is."""
     d = voldisk.mnt
+    (d / "made-before").mkdir()
+    (d / "made-before-file").write_bytes(b"")
+    os.sync()
     p = tdax_run(dev, DIRSYNC_APP, d, how, env=HOLD, check=None)
     assert "done" in p.stdout, p.stdout + p.stderr
     voldisk.cut()
     voldisk.reboot()
-    assert (d / ("sub" if how == "mkdir" else "x")).exists()
+    gone = {"rmdir": "made-before", "rename": "old", "unlink-unregistered": "made-before-file"}
+    if how in gone:
+        assert not (d / gone[how]).exists()
+    if how not in ("rmdir", "unlink-unregistered"):
+        assert os.path.lexists(d / "x")
