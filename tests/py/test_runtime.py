@@ -580,14 +580,12 @@ print("closed", flush=True)
 while not os.path.exists(removed):
     time.sleep(0.01)
 """
-    p = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", code,
-                          gone, removed], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **TDAX_ENV))
-    assert p.stdout.readline().strip() == "closed"
-    assert info(dev)["live_records"] == 2  # its creation, its write
-    gone.unlink()  # pytest runs without tdax
-    removed.write_bytes(b"")
-    assert p.wait(timeout=20) == 0, p.stderr.read()
+    with started(dev, code, gone, removed) as p:  # killed on the way out, passed or failed
+        assert p.stdout.readline().strip() == "closed"
+        assert info(dev)["live_records"] == 2  # its creation, its write
+        gone.unlink()  # pytest runs without tdax
+        removed.write_bytes(b"")
+        assert p.wait(timeout=20) == 0, p.stderr.read()
     i = info(dev)
     assert i["live_records"] == 0 and i["counters"]["fallback_metadata"] >= 1, i
 
