@@ -166,6 +166,20 @@ TEST(replay_applies_truncates_in_order_with_the_writes)
 	tdax_device_close(dev);
 }
 
+/* A hole punched or a range zeroed under tdax: a record; the expected
+ * contents follow (zeros, and the size with them unless KEEP_SIZE). */
+static int tf(struct tdax_device *dev, struct tfile *t, int mode, uint64_t off, uint64_t len)
+{
+	uint64_t seq, end = off + len;
+	if ((mode & FALLOC_FL_KEEP_SIZE) && end > t->size)
+		end = t->size;
+	if (end > off)
+		memset(t->expect + off, 0, end - off);
+	if (end > t->size)
+		t->size = end;
+	return tdax_log_fallocate(dev, t->idx, t->gen, mode, off, len, &seq);
+}
+
 /* Holes punched and ranges zeroed (fallocate records) are replayed in
  * order: the writes before them do not come back over the zeros, the
  * writes after them land on them; a zeroed range past the end grows the
@@ -176,18 +190,14 @@ TEST(replay_applies_fallocates_in_order_with_the_writes)
 	CHECK(dev);
 	static struct tfile a;
 	int fa = open_register(dev, &a, "fa");
-	uint64_t seq;
 	CHECK(fa >= 0);
 	static char page[4097];
 	memset(page, 'w', 4096);
 	for (int i = 0; i < 3; i++) /* 12 KiB */
 		CHECK(tw(dev, &a, fa, (uint64_t)i * 4096, page, false) == 0);
-	CHECK(tdax_log_fallocate(dev, a.idx, a.gen, 0x3 /* PUNCH_HOLE | KEEP_SIZE */, 0, 4096, &seq) == 0);
-	memset(a.expect, 0, 4096);
+	CHECK(tf(dev, &a, 0x3 /* PUNCH_HOLE | KEEP_SIZE */, 0, 4096) == 0);
 	CHECK(tw(dev, &a, fa, 8, "after the hole", false) == 0);
-	CHECK(tdax_log_fallocate(dev, a.idx, a.gen, 0x10 /* ZERO_RANGE */, 8192, 8192, &seq) == 0);
-	memset(a.expect + 8192, 0, 8192);
-	a.size = 16384;
+	CHECK(tf(dev, &a, 0x10 /* ZERO_RANGE */, 8192, 8192) == 0);
 	close(fa);
 	tdax_log_seal_mine(dev);
 
