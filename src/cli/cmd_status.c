@@ -107,6 +107,9 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_RENAMES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DIR_SYNCS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LIGHT_DIR_SYNCS]));
+	printf("leases: %llu taken (syncs then need no look at the file), %llu broken by another "
+	       "open\n", (unsigned long long)atomic_load(&c[TDAX_ST_LEASES]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_LEASE_BREAKS]));
 	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,

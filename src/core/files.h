@@ -77,6 +77,10 @@ struct tdax_file_rt {
 	 * syncs the directory too before it releases their records
 	 * (coherent.c). */
 	_Atomic uint32_t named;
+	/* 1 once an open file of it was handed to a program tdax may not see
+	 * (an exec or spawn inheriting a descriptor, one sent over a socket):
+	 * no lease of it is trusted any more (preload/lease.h). */
+	_Atomic uint32_t handed_on;
 	/* Set by recovery only: the file it made anew for this entry, its
 	 * creation having been lost (recover.c); valid once `set` is 1.
 	 * Recovery takes that file as the entry's own, so that a recovery

@@ -47,6 +47,8 @@ enum tdax_stat {
 	TDAX_ST_LOGGED_FALLOCATES, /* holes punched and ranges zeroed kept as records (no sync) */
 	TDAX_ST_DIR_SYNCS,       /* directory syncs that made a removal durable before records went */
 	TDAX_ST_LIGHT_DIR_SYNCS, /* directory syncs of the application answered from the log */
+	TDAX_ST_LEASES,          /* write leases taken (syncs then need no look at the file) */
+	TDAX_ST_LEASE_BREAKS,    /* leases let go because another open of the file came */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };

@@ -5,6 +5,7 @@
 #include "core/sys.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -26,6 +27,14 @@ long tdax_sys_raw(long nr, long a, long b, long c, long d, long e, long f)
 int tdax_sys_open(const char *path, int flags, mode_t mode)
 {
 	return tdax_sys_openat(AT_FDCWD, path, flags, mode);
+}
+
+int tdax_sys_open_nowait(int dirfd, const char *path, int flags)
+{
+	int fd = tdax_sys_openat(dirfd, path, flags | O_NONBLOCK, 0);
+	if (fd < 0 && errno == EWOULDBLOCK)
+		fd = tdax_sys_openat(dirfd, path, flags, 0);
+	return fd;
 }
 
 int tdax_sys_close(int fd)

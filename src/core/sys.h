@@ -28,6 +28,12 @@ static inline int tdax_sys_openat(int dirfd, const char *path, int flags, mode_t
 	return (int)tdax_syscall(SYS_openat, dirfd, path, flags, mode);
 }
 int tdax_sys_open(const char *path, int flags, mode_t mode);
+/* Open a file that is probably regular without waiting on a FIFO
+ * (O_NONBLOCK). A file under a write lease refuses such an open
+ * (EWOULDBLOCK) and tells the lease's holder -- tdax itself, most often
+ * (preload/lease.h) -- who lets it go at once: so then open it waiting.
+ * The descriptor keeps O_NONBLOCK if the first open gave it. */
+int tdax_sys_open_nowait(int dirfd, const char *path, int flags);
 int tdax_sys_close(int fd);
 ssize_t tdax_sys_write(int fd, const void *p, size_t n);
 ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off);

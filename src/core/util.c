@@ -226,5 +226,6 @@ int tdax_fd_reopen(int fd, int flags)
 {
 	char name[TDAX_PROC_FD_NAME];
 	tdax_proc_fd_name(fd, name);
-	return tdax_sys_open(name, flags, 0);
+	return (flags & O_NONBLOCK) ? tdax_sys_open_nowait(AT_FDCWD, name, flags & ~O_NONBLOCK)
+				    : tdax_sys_open(name, flags, 0);
 }

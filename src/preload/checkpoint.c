@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
 #include "core/log.h"
+#include "core/sys.h"
 #include "preload/coherent.h"
+#include "preload/lease.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,31 +26,53 @@
  * descriptor open for writing makes an execve() of the file fail with
  * ETXTBSY (build systems write scripts and run them). Writable only when
  * a failed sync left records to write to the file again (rt->rewrite; rt
- * NULL: not known yet). O_NONBLOCK: a FIFO's open must not wait.
+ * NULL: not known yet). Never waiting on a FIFO (tdax_sys_open_nowait).
  */
 static int open_for_checkpoint(int dirfd, const char *path, bool follow, const struct tdax_file_rt *rt)
 {
-	int fl = O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW);
-	int fd = rt && atomic_load(&rt->rewrite) ? TDAX_REAL(openat)(dirfd, path, O_RDWR | fl) : -1;
-	return fd >= 0 ? fd : TDAX_REAL(openat)(dirfd, path, O_RDONLY | fl);
+	int fl = O_CLOEXEC | (follow ? 0 : O_NOFOLLOW);
+	int fd = rt && atomic_load(&rt->rewrite) ? tdax_sys_open_nowait(dirfd, path, O_RDWR | fl) : -1;
+	return fd >= 0 ? fd : tdax_sys_open_nowait(dirfd, path, O_RDONLY | fl);
 }
 
-/* Open a registered file by its path for a checkpoint; -1 if it cannot be
- * had, with *gone set if the path leads to no file or to another one. */
-static int open_registered(uint32_t idx, bool *gone)
+/* fd, if it is registered file f's; else -1 (closed). */
+static int if_same(int fd, const struct tdax_file *f)
 {
-	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	int fd = open_for_checkpoint(AT_FDCWD, f->path, false, &f->rt);
-	if (fd < 0) {
-		*gone = errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
-		return -1;
-	}
 	struct tdax_ident now, was = tdax_file_ident(f);
 	if (tdax_ident_of_fd(fd, &now) != 0 || !tdax_ident_same(&now, &was)) {
-		*gone = true;
 		TDAX_REAL(close)(fd);
 		return -1;
 	}
+	return fd;
+}
+
+/*
+ * Open a registered file by its path for a checkpoint; -1 if it cannot be
+ * had, with *gone set if the path leads to no file or to another one. A
+ * path descriptor first: it tells the identity (all of it but the inode
+ * generation) without opening the file, so another file at the path now is
+ * left alone -- an open would break its lease (lease.h).
+ */
+static int open_registered(uint32_t idx, bool *gone)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	int p = tdax_sys_openat(AT_FDCWD, f->path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (p < 0) {
+		*gone = errno == ENOENT || errno == ENOTDIR || errno == ELOOP;
+		return -1;
+	}
+	if ((p = if_same(p, f)) < 0) {
+		*gone = true;
+		return -1;
+	}
+	char self[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(p, self);
+	int fd = open_for_checkpoint(AT_FDCWD, self, true, &f->rt);
+	TDAX_REAL(close)(p);
+	if (fd < 0)
+		return -1;
+	fd = if_same(fd, f);
+	*gone = fd < 0;
 	return fd;
 }
 
@@ -64,7 +88,7 @@ static int open_through_ours(uint32_t idx, uint32_t gen)
 			continue;
 		char self[64];
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", i);
-		int fd = TDAX_REAL(openat)(AT_FDCWD, self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		int fd = tdax_sys_open_nowait(AT_FDCWD, self, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was))
@@ -151,8 +175,14 @@ int tdax_checkpoint_file(uint32_t idx)
 		return 0; /* freed (a removed file let go): nothing of it left */
 	if (tdax_file_gone(atomic_load(&f->rt.removed)))
 		return let_go(idx, gen, false);
+	/* The open file this process holds a lease on: another open would
+	 * break it (lease.h). */
+	int fd = tdax_lease_borrow(idx, gen);
+	if (fd >= 0)
+		fd = if_same(fd, f);
 	bool gone = false;
-	int fd = open_registered(idx, &gone);
+	if (fd < 0)
+		fd = open_registered(idx, &gone);
 	if (fd < 0)
 		fd = open_through_ours(idx, gen);
 	if (fd < 0) {

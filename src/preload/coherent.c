@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "preload/coherent.h"
 #include "core/log.h"
+#include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
 #include "core/recover.h"
@@ -378,8 +379,11 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 	uint32_t idx = e->file_plus1 - 1;
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
-	uint64_t size;
-	if (!tdax_fd_still(fd, e, &size)) {
+	uint64_t size = 0;
+	/* The only open of the file (lease.h): no writer tdax does not see,
+	 * and the number still names what it was leased with. */
+	bool sole = tdax_lease_sole(fd, e, rt);
+	if (!sole && !tdax_fd_still(fd, e, &size)) {
 		/* The number names another file now (closed and reused in a
 		 * way tdax did not see): not ours to answer or to release. */
 		tdax_fd_forget(fd);
@@ -399,7 +403,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
 	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG) &&
 	    (datasync || !atomic_load(&rt->attrs_changed))) {
-		if (size_explained(fd, rt, size)) {
+		if (sole || size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
 				return tdax_mode_real_sync(fd, datasync);
@@ -410,6 +414,8 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
+			if (!sole)
+				tdax_lease_try(fd, rt);
 			return 0;
 		}
 		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);

@@ -33,6 +33,20 @@ int tdax_fdtable_init(void)
 	return 0;
 }
 
+static _Atomic int hiwater;
+
+void tdax_fd_used(int fd)
+{
+	int hi = atomic_load_explicit(&hiwater, memory_order_relaxed);
+	while (fd > hi && !atomic_compare_exchange_weak(&hiwater, &hi, fd))
+		;
+}
+
+int tdax_fd_hiwater(void)
+{
+	return atomic_load(&hiwater);
+}
+
 void tdax_fd_forget(int fd)
 {
 	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)

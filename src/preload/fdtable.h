@@ -45,7 +45,15 @@ struct tdax_fd {
 	_Atomic uint64_t pos;
 	/* Unregistered mode: when this descriptor last synced (coarse ns). */
 	_Atomic uint64_t synced_ns;
+	/* lease.h: the lease epoch this process opened it in (0: it may never
+	 * be leased), the lease's state, when a look last found it held and
+	 * when the next attempt may be (coarse ns). */
+	_Atomic uint32_t opened_in;
+	_Atomic uint32_t lease;
+	_Atomic uint64_t lease_seen;
+	_Atomic uint64_t lease_retry;
 };
+enum { TDAX_LEASE_NONE = 0, TDAX_LEASE_TAKING, TDAX_LEASE_HELD };
 
 #define TDAX_MAX_FDS 65536
 
@@ -68,6 +76,11 @@ void tdax_fd_forget(int fd);
  * the last hold if it keeps nothing (tdax_files_let_go). */
 void tdax_fd_hold(uint32_t idx);
 void tdax_fd_unhold(uint32_t idx, uint32_t gen);
+
+/* fd gets an entry; the highest number that ever had one (scans stop
+ * there: the table is TDAX_MAX_FDS long, a process uses its first few). */
+void tdax_fd_used(int fd);
+int tdax_fd_hiwater(void);
 
 /* Numbers first..last (inclusive) are closed. */
 void tdax_fd_forget_range(unsigned first, unsigned last);

@@ -401,42 +401,6 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 	return f;
 }
 
-/* ---- exec ------------------------------------------------------------ */
-
-/* The new image starts its own tdax (it inherits LD_PRELOAD and adopts the
- * open fds); this one's counters must reach the device first. */
-static void before_exec(void)
-{
-	if (tdax_on()) {
-		tdax_stats_flush();
-		tdax_trace_flush();
-	}
-}
-
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
-{
-	before_exec();
-	return TDAX_REAL(execve)(path, argv, envp);
-}
-
-EXPORT int execv(const char *path, char *const argv[])
-{
-	before_exec();
-	return TDAX_REAL(execve)(path, argv, environ);
-}
-
-EXPORT int execvp(const char *file, char *const argv[])
-{
-	before_exec();
-	return TDAX_REAL(execvpe)(file, argv, environ);
-}
-
-EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
-{
-	before_exec();
-	return TDAX_REAL(execvpe)(file, argv, envp);
-}
-
 /* ---- names (names.h) ------------------------------------------------- */
 
 EXPORT int rename(const char *oldpath, const char *newpath)

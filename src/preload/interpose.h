@@ -9,6 +9,20 @@
 /* A hook libtdax.so exports (the build's version script lists these). */
 #define EXPORT __attribute__((visibility("default")))
 
+/* The next definition of `name` (libc's, or libaio's and liburing's for
+ * theirs), looked up on first use: for hooks of functions tdax itself never
+ * calls (those are in state.h's table). Needs <dlfcn.h> and <stdatomic.h>. */
+#define REAL(name)                                                                        \
+	({                                                                                \
+		static __typeof__(name) *_Atomic real_;                                   \
+		__typeof__(name) *fn_ = atomic_load_explicit(&real_, memory_order_relaxed); \
+		if (!fn_) {                                                               \
+			fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                \
+			atomic_store_explicit(&real_, fn_, memory_order_relaxed);         \
+		}                                                                         \
+		fn_;                                                                      \
+	})
+
 /* Asynchronous I/O tdax cannot follow starts in this process (an io_uring):
  * every file it has or opens for writing goes to the kernel's sync path. */
 void tdax_go_blind(void);

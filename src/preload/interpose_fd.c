@@ -31,21 +31,9 @@
 #include "preload/mode.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/lease.h"
 #include "preload/start.h"
 #include "preload/state.h"
-
-/* The next definition of `name` (libc's, or libaio's and liburing's for
- * theirs), looked up on first use. */
-#define REAL(name)                                                                        \
-	({                                                                                \
-		static __typeof__(name) *_Atomic real_;                                   \
-		__typeof__(name) *fn_ = atomic_load_explicit(&real_, memory_order_relaxed); \
-		if (!fn_) {                                                               \
-			fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                \
-			atomic_store_explicit(&real_, fn_, memory_order_relaxed);         \
-		}                                                                         \
-		fn_;                                                                      \
-	})
 
 static int fresh(int fd)
 {
@@ -61,6 +49,7 @@ EXPORT int close(int fd)
 		errno = EBADF; /* not open, as far as the application knows */
 		return -1;
 	}
+	tdax_lease_drop(fd);
 	tdax_fd_forget(fd);
 	tdax_inherited_closed(fd);
 	return TDAX_REAL(close)(fd);
@@ -72,6 +61,8 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		tdax_lease_drop_range(first, last);
 	return tdax_ownfd_close_range(first, last, flags);
 }
 
@@ -79,6 +70,7 @@ EXPORT void closefrom(int lowfd)
 {
 	if (lowfd < 0)
 		lowfd = 0;
+	tdax_lease_drop_range((unsigned)lowfd, ~0u);
 	if (tdax_ownfd_close_range((unsigned)lowfd, ~0u, 0) != 0) {
 		/* No close_range in this kernel: libc's way, then forget. */
 		REAL(closefrom)(lowfd);
@@ -90,8 +82,10 @@ EXPORT void closefrom(int lowfd)
  * write through it after this point is the application's race). */
 EXPORT int fclose(FILE *f)
 {
-	if (f)
+	if (f) {
+		tdax_lease_drop(fileno(f));
 		tdax_fd_forget(fileno(f));
+	}
 	return REAL(fclose)(f);
 }
 
@@ -116,6 +110,8 @@ EXPORT int dup2(int fd, int to)
 		return -1;
 	}
 	tdax_ownfd_evict(to);
+	if (to != fd)
+		tdax_lease_drop(to);
 	int r = TDAX_REAL(dup2)(fd, to);
 	if (r >= 0 && r != fd)
 		tdax_manage_dup(fd, r);
@@ -129,6 +125,8 @@ EXPORT int dup3(int fd, int to, int flags)
 		return -1;
 	}
 	tdax_ownfd_evict(to);
+	if (to != fd)
+		tdax_lease_drop(to);
 	int r = TDAX_REAL(dup3)(fd, to, flags);
 	if (r >= 0)
 		tdax_manage_dup(fd, r);
@@ -141,6 +139,8 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		errno = EBADF;
 		return -1;
 	}
+	if (cmd == F_SETLEASE || cmd == F_SETSIG || cmd == F_SETOWN || cmd == F_SETOWN_EX)
+		tdax_lease_app_uses(fd); /* the application's own lease or signal: not tdax's to touch */
 	int r = TDAX_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 || fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
 		return r;
@@ -340,23 +340,26 @@ EXPORT DIR *opendir(const char *name)
 	return d;
 }
 
-/* Descriptors passed over a Unix socket are new numbers here. */
-static void forget_passed(const struct msghdr *msg)
+/* Call fn for each descriptor a message passes (SCM_RIGHTS). */
+static void each_passed(const struct msghdr *msg, void (*fn)(int fd))
 {
+	if (!msg->msg_controllen)
+		return;
 	for (const struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, (struct cmsghdr *)c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			const int *fds = (const int *)CMSG_DATA(c);
 			size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			for (size_t i = 0; i < n; i++)
-				tdax_fd_forget(fds[i]);
+				fn(fds[i]);
 		}
 }
 
+/* Descriptors passed over a Unix socket are new numbers here... */
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	ssize_t r = REAL(recvmsg)(fd, msg, flags);
-	if (r >= 0 && msg->msg_controllen)
-		forget_passed(msg);
+	if (r >= 0)
+		each_passed(msg, tdax_fd_forget);
 	return r;
 }
 
@@ -364,9 +367,23 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 {
 	int r = REAL(recvmmsg)(fd, v, n, flags, timeout);
 	for (int i = 0; i < r; i++)
-		if (v[i].msg_hdr.msg_controllen)
-			forget_passed(&v[i].msg_hdr);
+		each_passed(&v[i].msg_hdr, tdax_fd_forget);
 	return r;
+}
+
+/* ... and the open files of those sent are another process's too. */
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (tdax_fds)
+		each_passed(msg, tdax_lease_sent);
+	return REAL(sendmsg)(fd, msg, flags);
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	for (unsigned i = 0; tdax_fds && i < n; i++)
+		each_passed(&v[i].msg_hdr, tdax_lease_sent);
+	return REAL(sendmmsg)(fd, v, n, flags);
 }
 
 /* ---- asynchronous I/O ----------------------------------------------- */

@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/lease.h"
 #include "preload/state.h"
 #include "core/sys.h"
 
@@ -90,6 +92,16 @@ EXPORT long syscall(long nr, ...)
 		return (long)mmap((void *)a, (size_t)b, (int)c, (int)d, (int)e, (off_t)f);
 	case SYS_io_uring_setup:
 		tdax_go_blind();
+		return tdax_syscall(nr, a, b, c, d, e, f);
+	case SYS_execve:
+		return execve((const char *)a, (char *const *)b, (char *const *)c);
+	case SYS_execveat:
+		return execveat((int)a, (const char *)b, (char *const *)c, (char *const *)d, (int)e);
+	case SYS_sendmsg:
+		return sendmsg((int)a, (const struct msghdr *)b, (int)c);
+	case SYS_rt_sigaction:
+		if (b)
+			tdax_lease_signal_claimed((int)a);
 		return tdax_syscall(nr, a, b, c, d, e, f);
 	}
 	long r = tdax_syscall(nr, a, b, c, d, e, f);

@@ -10,6 +10,7 @@
 #include "core/trace.h"
 #include "preload/coherent.h"
 #include "preload/fdtable.h"
+#include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/state.h"
 
@@ -54,6 +55,10 @@ void tdax_manage_dup(int from, int to)
 	if (registered(e))
 		tdax_fd_hold(e->file_plus1 - 1);
 	tdax_fds[to] = *e;
+	/* The same open file: one lease for it, the original's (lease.h). */
+	atomic_store(&tdax_fds[to].opened_in, 0);
+	atomic_store(&tdax_fds[to].lease, TDAX_LEASE_NONE);
+	tdax_fd_used(to);
 }
 
 /* File systems where a sync costs nothing or tdax has no business. */
@@ -142,6 +147,13 @@ bool tdax_manage(int fd, const char *path_or_null, int flags)
 	return logged;
 }
 
+/* A descriptor this process opens itself may be leased (lease.h); one it
+ * was given (inherited across exec, adopted) may be shared with anyone. */
+static uint32_t opened_in(const char *path_or_null)
+{
+	return path_or_null ? atomic_load(&tdax_lease_epoch) : 0;
+}
+
 /* The entry's flags an open's flags give. */
 static uint16_t fd_flags(int flags)
 {
@@ -180,7 +192,9 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 			.flags = fd_flags(flags),
 			.dev = st.st_dev, .ino = st.st_ino,
 			.pos = path_or_null ? 0 : position(fd),
+			.opened_in = opened_in(path_or_null),
 		};
+		tdax_fd_used(fd);
 		return false;
 	}
 	if (register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
@@ -216,7 +230,9 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
 		.pos = path_or_null ? 0 : position(fd),
+		.opened_in = opened_in(path_or_null),
 	};
+	tdax_fd_used(fd);
 	return logged;
 }
 
@@ -255,6 +271,9 @@ void tdax_manage_again(int fd)
 		atomic_store_explicit(&e->pos, position(fd), memory_order_relaxed);
 		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE); /* last: it reads the entry */
 	} else {
+		/* Let go under the descriptor: whatever the old entry knew of
+		 * the open file's hand-overs went with it. */
+		atomic_store(&e->opened_in, 0);
 		tdax_fd_unhold(old - 1, old_gen);
 	}
 	tdax_coherent_changed(fd, e, TDAX_FB_METADATA); /* its mode (choose_mode) */

@@ -15,6 +15,7 @@
 #include "core/testaid.h"
 #include "core/trace.h"
 #include "preload/fdtable.h"
+#include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/start.h"
 #include "preload/state.h"
@@ -104,6 +105,7 @@ static void configure(void)
 	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000, 1, 86400000) * 1000000u;
 	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40);
 	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90, 1, 100);
+	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
 }
 
 /* Bring the device up to date before this process writes to it. */
@@ -245,6 +247,8 @@ static void before_fork(void)
 {
 	TDAX_REAL(execve);
 	TDAX_REAL(execvpe);
+	if (tdax_fds)
+		tdax_lease_before_fork();
 }
 
 bool tdax_vfork_shares(void)
@@ -272,6 +276,7 @@ static void at_fork_child(void)
 		tdax_rt.waiting = false;
 		atomic_store(&attach_state, 2);
 	}
+	tdax_lease_after_fork();
 	tdax_writeback_after_fork();
 	tdax_trace_after_fork();
 }
@@ -281,6 +286,7 @@ static void at_exit(void)
 	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
 		return;
 	tdax_inside++;
+	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
 	tdax_writeback_pass(1);
 	tdax_trace_flush();
 	tdax_log_seal_mine(tdax_rt.dev);

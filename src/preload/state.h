@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -35,6 +36,7 @@ struct tdax_runtime {
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
 	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
+	bool leases;                 /* write leases may spare syncs their look at the file (lease.h) */
 	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
 	uint8_t *touched;            /* per file entry: this process logged to it */
 	uint32_t *named;             /* per file entry: the generation whose path is in the trace */
@@ -109,7 +111,8 @@ extern struct tdax_runtime tdax_rt;
 	X(fdopen, void *, (int, const char *))                                        \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
-	X(vfork, pid_t, (void))
+	X(vfork, pid_t, (void))                                                       \
+	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))
 
 #define TDAX_REAL_FIELD(name, ret, params) ret(*name) params;
 struct tdax_real {

@@ -49,7 +49,10 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	else if (previous.sa_handler != SIG_IGN && previous.sa_handler != SIG_DFL)
 		previous.sa_handler(sig);
 	else {
-		signal(sig, SIG_DFL);
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		TDAX_REAL(sigaction)(sig, &dfl, NULL);
 		raise(sig);
 	}
 }
@@ -61,7 +64,7 @@ void tdax_watch_start(void)
 	sa.sa_sigaction = on_sigbus;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &previous);
+	TDAX_REAL(sigaction)(SIGBUS, &sa, &previous);
 }
 
 bool tdax_watch_check(void)

@@ -10,6 +10,7 @@
 #include "preload/state.h"
 #include "core/trace.h"
 #include "preload/fdtable.h"
+#include "preload/lease.h"
 #include "preload/wake.h"
 #include "preload/watch.h"
 
@@ -65,6 +66,7 @@ static void *thread_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
+	tdax_lease_thread_start();              /* but for a lease's break (lease.h) */
 	for (;;) {
 		tdax_wake_wait(tdax_rt.wb_interval_ns);
 		tdax_writeback_pass(0);

@@ -1,0 +1,175 @@
+/*
+ * interpose_proc -- the hooks of calls that start another program: exec
+ * (this image ends: its counters reach the device first) and spawns
+ * (posix_spawn, system, popen: a child runs another program with this
+ * process's descriptors). Both hand open files to a program tdax may not
+ * see (lease.h). And the disposition of the signal of tdax's leases.
+ *
+ * glibc's execl, execlp, execle, system and popen call its internal execve
+ * and clone, which no hook sees: each is hooked for itself.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/trace.h"
+#include "preload/fdtable.h"
+#include "preload/interpose.h"
+#include "preload/lease.h"
+#include "preload/state.h"
+
+/* A child will run another program with the descriptors it inherits
+ * (all: file actions may dup any of them onto another number). */
+static void handing_on(bool all)
+{
+	if (tdax_fds)
+		tdax_lease_hand_on(all);
+}
+
+/* This image ends: the new one starts its own tdax (it inherits LD_PRELOAD
+ * and adopts the open descriptors); this one's counters reach the device
+ * first. */
+static void before_exec(void)
+{
+	if (tdax_on()) {
+		tdax_stats_flush();
+		tdax_trace_flush();
+	}
+	handing_on(false);
+}
+
+/* ---- exec ------------------------------------------------------------ */
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return TDAX_REAL(execve)(path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	before_exec();
+	return TDAX_REAL(execve)(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	before_exec();
+	return TDAX_REAL(execvpe)(file, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return TDAX_REAL(execvpe)(file, argv, envp);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return REAL(fexecve)(fd, argv, envp);
+}
+
+EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	before_exec();
+	return REAL(execveat)(dirfd, path, argv, envp, flags);
+}
+
+/* The list of an execl-style call as an array: argv must have room for
+ * arg, the rest up to the terminating NULL, and that NULL; the pointer
+ * after it (execle's envp) is returned. */
+static char *const *list_to_argv(char **argv, const char *arg, va_list ap)
+{
+	size_t i = 0;
+	argv[i++] = (char *)arg;
+	while ((argv[i++] = va_arg(ap, char *)))
+		;
+	return va_arg(ap, char *const *);
+}
+
+static size_t list_length(va_list ap)
+{
+	size_t n = 2; /* the first argument and the NULL */
+	while (va_arg(ap, char *))
+		n++;
+	return n;
+}
+
+#define LIST_TO_ARGV(arg, argv, after)                  \
+	va_list ap_;                                    \
+	va_start(ap_, arg);                             \
+	char *argv[list_length(ap_)];                   \
+	va_end(ap_);                                    \
+	va_start(ap_, arg);                             \
+	char *const *after = list_to_argv(argv, arg, ap_); \
+	va_end(ap_)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	LIST_TO_ARGV(arg, argv, envp);
+	(void)envp;
+	return execv(path, argv);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	LIST_TO_ARGV(arg, argv, envp);
+	(void)envp;
+	return execvp(file, argv);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	LIST_TO_ARGV(arg, argv, envp);
+	return execve(path, argv, envp);
+}
+
+/* ---- spawn ----------------------------------------------------------- */
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	handing_on(true);
+	return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	handing_on(true);
+	return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+}
+
+EXPORT int system(const char *command)
+{
+	handing_on(false);
+	return REAL(system)(command);
+}
+
+EXPORT FILE *popen(const char *command, const char *type)
+{
+	handing_on(false);
+	return REAL(popen)(command, type);
+}
+
+/* ---- signals --------------------------------------------------------- */
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (act)
+		tdax_lease_signal_claimed(sig);
+	return TDAX_REAL(sigaction)(sig, act, old);
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	tdax_lease_signal_claimed(sig);
+	return REAL(signal)(sig, handler);
+}
