@@ -1,9 +1,10 @@
 /*
- * interpose_proc -- the hooks of calls that start another program: exec
- * (this image ends: its counters reach the device first) and spawns
- * (posix_spawn, system, popen: a child runs another program with this
- * process's descriptors). Both hand open files to a program tdax may not
- * see (lease.h). And the disposition of the signal of tdax's leases.
+ * interpose_proc -- the hooks of calls that start another process or
+ * program: fork (the child shares the open files), exec (this image ends:
+ * its counters reach the device first) and spawns (posix_spawn, system,
+ * popen: a child runs another program with this process's descriptors),
+ * all of which lease.h follows; and the disposition of the signal of tdax's
+ * leases.
  *
  * glibc's execl, execlp, execle, system and popen call its internal execve
  * and clone, which no hook sees: each is hooked for itself.
@@ -129,6 +130,18 @@ EXPORT int execle(const char *path, const char *arg, ...)
 {
 	LIST_TO_ARGV(arg, argv, envp);
 	return execve(path, argv, envp);
+}
+
+/* ---- fork ------------------------------------------------------------ */
+
+/* The child shares every open file: lease.h follows it (the leases went in
+ * the prepare handler, start.c). */
+EXPORT pid_t fork(void)
+{
+	pid_t pid = REAL(fork)();
+	if (pid > 0 && tdax_fds)
+		tdax_lease_forked(pid);
+	return pid;
 }
 
 /* ---- spawn ----------------------------------------------------------- */

@@ -20,6 +20,24 @@
 
 _Atomic uint32_t tdax_lease_epoch = 1;
 
+/* Descriptors opened at an epoch below this one were not opened by this
+ * process (inherited across fork) or were handed on: never leased. */
+static _Atomic uint32_t born = 1;
+
+/*
+ * Children of fork, with the epoch each was forked at: while one lives, a
+ * descriptor opened before its fork (its open file is the child's too) is
+ * not leased. Were this process to die first, its lease would stay with
+ * the child's open file with nobody to answer a break: another open would
+ * wait out lease-break-time. A child that execs or spawns hands the open
+ * file on for good (rt.handed_on).
+ */
+#define KIDS 16
+static struct {
+	_Atomic pid_t pid;
+	uint32_t epoch;
+} kids[KIDS];
+
 /* After a refusal (another open exists) or a break: when to try again. */
 #define RETRY_NS (100u * 1000000u)
 #define NEVER UINT64_MAX
@@ -50,7 +68,26 @@ static int lease_signal(void)
 static bool ours(const struct tdax_fd *e)
 {
 	uint32_t in = atomic_load_explicit(&e->opened_in, memory_order_relaxed);
-	return in != 0 && in == atomic_load_explicit(&tdax_lease_epoch, memory_order_relaxed);
+	return in != 0 && in >= atomic_load_explicit(&born, memory_order_relaxed);
+}
+
+/* Is a child forked after epoch `in` alive? (A child reaped is gone; one
+ * not reaped yet has closed its descriptors but still counts.) */
+static bool shared_with_a_child(uint32_t in)
+{
+	bool shared = false;
+	for (int i = 0; i < KIDS; i++) {
+		pid_t pid = atomic_load(&kids[i].pid);
+		if (!pid)
+			continue;
+		if (pid < 0)
+			shared = true; /* being filled in */
+		else if (tdax_syscall(SYS_kill, pid, 0) != 0 && errno == ESRCH)
+			atomic_compare_exchange_strong(&kids[i].pid, &pid, 0);
+		else if (kids[i].epoch > in)
+			shared = true;
+	}
+	return shared;
 }
 
 static int take_slot(int fd)
@@ -208,6 +245,10 @@ void tdax_lease_try(int fd, const struct tdax_file_rt *rt)
 	uint64_t now = tdax_coarse_ns();
 	if (!tid || atomic_load(&off) || atomic_load(&rt->handed_on) || now < atomic_load(&e->lease_retry))
 		return;
+	if (shared_with_a_child(atomic_load(&e->opened_in))) {
+		atomic_store(&e->lease_retry, now + RETRY_NS);
+		return;
+	}
 	uint32_t none = TDAX_LEASE_NONE;
 	if (take_slot(fd) < 0) {
 		atomic_store(&e->lease_retry, now + RETRY_NS);
@@ -290,19 +331,13 @@ void tdax_lease_release_all(bool never)
 
 void tdax_lease_after_fork(void)
 {
-	atomic_fetch_add(&tdax_lease_epoch, 1);
+	atomic_store(&born, atomic_fetch_add(&tdax_lease_epoch, 1) + 1);
 	for (int i = 0; i < SLOTS; i++)
 		atomic_store(&slots[i], 0);
+	for (int i = 0; i < KIDS; i++)
+		atomic_store(&kids[i].pid, 0); /* the parent's children */
 	atomic_store(&owner_tid, 0);
 	pidfd = -1; /* a number of the parent's write-back thread's table */
-}
-
-void tdax_lease_before_fork(void)
-{
-	int hi = tdax_fd_hiwater();
-	for (int fd = 0; fd <= hi; fd++)
-		if (tdax_fds[fd].file_plus1 == TDAX_FD_UNREGISTERED)
-			atomic_store(&tdax_fds[fd].opened_in, 0);
 }
 
 /* fd's open file may be written by a program tdax does not see. */
@@ -311,6 +346,21 @@ static void handed(struct tdax_fd *e)
 	atomic_store(&e->opened_in, 0);
 	if (e->file_plus1 != TDAX_FD_UNREGISTERED)
 		atomic_store(&tdax_rt_of(e->file_plus1 - 1)->handed_on, 1);
+}
+
+void tdax_lease_before_fork(void)
+{
+	tdax_lease_release_all(false);
+	atomic_fetch_add(&tdax_lease_epoch, 1);
+	/* What this process inherited goes on to a grandchild of the process
+	 * that opened it, which follows its own children only: an open file
+	 * handed on, as far as that one knows. */
+	int hi = tdax_fd_hiwater();
+	for (int fd = 0; fd <= hi; fd++) {
+		struct tdax_fd *e = &tdax_fds[fd];
+		if (e->file_plus1 == TDAX_FD_UNREGISTERED || (e->file_plus1 && !ours(e)))
+			handed(e);
+	}
 }
 
 void tdax_lease_hand_on(bool all)
@@ -327,7 +377,22 @@ void tdax_lease_hand_on(bool all)
 			handed(e);
 	}
 	tdax_lease_release_all(false);
-	atomic_fetch_add(&tdax_lease_epoch, 1);
+	atomic_store(&born, atomic_fetch_add(&tdax_lease_epoch, 1) + 1);
+}
+
+void tdax_lease_forked(pid_t child)
+{
+	uint32_t epoch = atomic_load(&tdax_lease_epoch);
+	shared_with_a_child(epoch); /* (frees the places of children gone) */
+	for (int i = 0; i < KIDS; i++) {
+		pid_t none = 0;
+		if (atomic_compare_exchange_strong(&kids[i].pid, &none, -1)) { /* taken, not filled */
+			kids[i].epoch = epoch;
+			atomic_store(&kids[i].pid, child);
+			return;
+		}
+	}
+	atomic_store(&born, epoch); /* no place to follow it: what is open now is never leased */
 }
 
 void tdax_lease_sent(int fd)

@@ -12,9 +12,11 @@
  * nothing to find, and the sync answers after one load.
  *
  * - Taken after a lightweight sync that needed the guard, by a descriptor
- *   this process opened itself since its last fork or hand-over (never
- *   one inherited, received or dup'ed: another process may hold the same
- *   open file, which no lease would show).
+ *   this process opened itself (never one inherited, received or dup'ed:
+ *   another process may hold the same open file, which no lease would
+ *   show), and not while a child of fork that shares its open file lives
+ *   (leases go at fork: were this process to die first, a lease left with
+ *   the child's open file would have nobody to answer a break).
  * - Broken: the kernel signals the write-back thread (F_SETOWN_EX to its
  *   thread id, F_SETSIG), whose handler marks the descriptor first and
  *   lets the lease go after (through pidfd_getfd: the thread has a
@@ -34,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/files.h"
 #include "preload/fdtable.h"
@@ -41,9 +44,9 @@
 /* How long a look that found the lease held is trusted (coarse clock). */
 #define TDAX_LEASE_TRUST_NS (10u * 1000000u)
 
-/* The process's lease epoch: a descriptor opened in it (tdax_fd.opened_in)
- * may be leased while it is the same. Starts at 1; moves at fork (in the
- * child) and at every hand-over. */
+/* The process's lease epoch, noted in each descriptor it opens
+ * (tdax_fd.opened_in). Starts at 1; moves at every fork (parent and child)
+ * and hand-over: lease.c keeps which epochs may be leased. */
 extern _Atomic uint32_t tdax_lease_epoch;
 
 /* Is fd the only open of its file now? One load while no lease is held. */
@@ -73,12 +76,16 @@ int tdax_lease_borrow(uint32_t idx, uint32_t gen);
 /* The write-back thread, as it starts: the handler, its signal, pidfd. */
 void tdax_lease_thread_start(void);
 
-/* In the child of a fork: the parent's leases are the parent's. */
-void tdax_lease_after_fork(void);
-
-/* Before fork, in the parent: descriptors without a file entry yet cannot
- * be leased later (the child may hand them on, and no entry would say). */
+/* Before fork, in the parent: every lease goes (the child will share the
+ * open files: no lease on them while it lives, see tdax_lease_forked), and
+ * descriptors without a file entry yet cannot be leased later (the child
+ * may hand them on, and no entry would say). */
 void tdax_lease_before_fork(void);
+/* After fork, in the parent: the child's pid. */
+void tdax_lease_forked(pid_t child);
+/* In the child of a fork: the parent's leases are the parent's, and what
+ * it inherited is never its to lease. */
+void tdax_lease_after_fork(void);
 
 /* The process's descriptors are handed to another program: every one that
  * is (all, or those without close-on-exec) is marked in its entry, every
