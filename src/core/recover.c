@@ -600,6 +600,16 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	out->outcome = TDAX_RECOVERED;
 }
 
+/* Is the file of records v one the application unlinked (on a replay)? */
+static bool unlinked_first(const struct tdax_device *dev, const struct tdax_recover_report *rep,
+			   const struct live *v)
+{
+	if (!rep->replay || v->h.file >= dev->sb->max_files)
+		return false;
+	const struct tdax_file *f = tdax_file_at(dev, v->h.file);
+	return f->gen == v->h.fgen && atomic_load(&f->rt.removed) == TDAX_REMOVED;
+}
+
 /* After a power cut, what the directory table said of the directories
  * (their change times, the changes not logged) described the page cache:
  * none of it holds, every directory's next sync is real. light_seq stays
@@ -645,22 +655,41 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
 
+	/* The files, each a run of records: file k's are c.v[at[k] .. at[k + 1]). */
 	size_t nfiles = 0;
-	for (size_t i = 0; i < c.n; i++)
-		nfiles += i == 0 || c.v[i].h.file != c.v[i - 1].h.file;
+	size_t *at = malloc((c.n + 1) * sizeof(*at));
+	for (size_t i = 0; at && i < c.n; i++)
+		if (i == 0 || c.v[i].h.file != c.v[i - 1].h.file)
+			at[nfiles++] = i;
+	bool *first = calloc(nfiles ? nfiles : 1, sizeof(*first));
 	rep->files = calloc(nfiles ? nfiles : 1, sizeof(*rep->files));
-	if (!rep->files) {
+	if (!at || !first || !rep->files) {
+		free(at);
+		free(first);
+		tdax_recover_report_free(rep);
 		free(c.v);
 		return tdax_errf(err, "%s: out of memory", dev->path);
 	}
+	at[nfiles] = c.n;
+	/* Files the application unlinked go first: a power cut that brought
+	 * one back may have given it the name of a file created after its
+	 * unlink (SQLite's next rollback journal), which is made again only
+	 * once the name is free. Which ones, decided before either pass (the
+	 * first changes their entries). */
+	for (size_t k = 0; k < nfiles; k++)
+		first[k] = unlinked_first(dev, rep, &c.v[at[k]]);
 	long budget = kill_after();
-	for (size_t i = 0, j; i < c.n; i = j) {
-		for (j = i + 1; j < c.n && c.v[j].h.file == c.v[i].h.file; j++)
-			;
-		struct tdax_recover_file *out = &rep->files[rep->nfiles++];
-		recover_file(dev, o, &t, rep, &c.v[i], j - i, out, &budget);
-		rep->failed += out->outcome != TDAX_RECOVERED && out->outcome != TDAX_DISCARDED;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t k = 0; k < nfiles; k++) {
+			if (first[k] != (pass == 0))
+				continue;
+			struct tdax_recover_file *out = &rep->files[rep->nfiles++];
+			recover_file(dev, o, &t, rep, &c.v[at[k]], at[k + 1] - at[k], out, &budget);
+			rep->failed += out->outcome != TDAX_RECOVERED && out->outcome != TDAX_DISCARDED;
+		}
 	}
+	free(at);
+	free(first);
 	free(c.v);
 	tdax_log_reclaim(dev);
 	if (rep->replay)

@@ -489,6 +489,41 @@ TEST(a_file_replaced_and_brought_back_by_a_power_cut_keeps_its_records)
 	check_removed(TDAX_REPLACED, false);
 }
 
+/*
+ * One name, two entries, as SQLite's rollback journal leaves them: the
+ * journal of a committed transaction (unlinked: TDAX_REMOVED, its records
+ * kept until the directory is synced) and the next transaction's journal
+ * at the same name (created, synced: acknowledged). The power cut undid
+ * both the unlink and the creation: the name holds the old journal. Were
+ * the new one handled first, its remake would find the name taken and stay
+ * unmatched, and the old one's unlink would then leave no journal at all --
+ * the database keeps the half-written transaction (found by the crash
+ * suite: sqlite-delete-always, "database disk image is malformed"). So the
+ * unlinks are done again first, whatever the order of the entries.
+ */
+TEST(an_unlinked_file_back_at_a_name_a_new_file_needs_goes_first)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile next, old;
+	CHECK(created_then_lost(dev, &next, "journal") == 0); /* the lower entry */
+	int fo = open_register(dev, &old, "journal");
+	CHECK(fo >= 0 && old.idx > next.idx);
+	CHECK(tw(dev, &old, fo, 0, "a committed transaction's journal", true) == 0);
+	close(fo);
+	tdax_log_seal_mine(dev);
+	atomic_store(&tdax_file_at(dev, old.idx)->rt.removed, TDAX_REMOVED);
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 0);
+	CHECK(r.nfiles == 2 && live_records(dev) == 0);
+	for (size_t i = 0; i < r.nfiles; i++)
+		CHECK(r.files[i].outcome == (r.files[i].idx == old.idx ? TDAX_DISCARDED : TDAX_RECOVERED));
+	CHECK(file_is(&next));
+	tdax_recover_report_free(&r);
+	unlink(next.path);
+	tdax_device_close(dev);
+}
+
 /* A file created, written and never synced, whose creation the power cut
  * undid: no sync of it was ever lightweight, so none of its records was
  * acknowledged -- they go (not "unmatched", which would need the user). */
