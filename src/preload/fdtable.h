@@ -47,13 +47,17 @@ struct tdax_fd {
 	_Atomic uint64_t synced_ns;
 	/* lease.h: the lease epoch this process opened it in (0: it may never
 	 * be leased), the lease's state, when a look last found it held and
-	 * when the next attempt may be (coarse ns). */
+	 * when the next attempt may be (coarse clock, in ms: the entry stays
+	 * 64 bytes, one cache line). */
 	_Atomic uint32_t opened_in;
 	_Atomic uint32_t lease;
-	_Atomic uint64_t lease_seen;
-	_Atomic uint64_t lease_retry;
+	_Atomic uint32_t lease_seen_ms;
+	_Atomic uint32_t lease_retry_ms;
 };
-enum { TDAX_LEASE_NONE = 0, TDAX_LEASE_TAKING, TDAX_LEASE_HELD };
+_Static_assert(sizeof(struct tdax_fd) == 64, "a descriptor's entry is one cache line");
+/* TDAX_LEASE_NEVER: refused for good (not the file's owner, a file
+ * system without leases). */
+enum { TDAX_LEASE_NONE = 0, TDAX_LEASE_TAKING, TDAX_LEASE_HELD, TDAX_LEASE_NEVER };
 
 #define TDAX_MAX_FDS 65536
 

@@ -39,8 +39,7 @@ static struct {
 } kids[KIDS];
 
 /* After a refusal (another open exists) or a break: when to try again. */
-#define RETRY_NS (100u * 1000000u)
-#define NEVER UINT64_MAX
+#define RETRY_MS 100u
 
 /* The leases this process holds, as descriptor number + 1 (0: free): a
  * lease needs a place here, so that a hand-over or the exit finds them. */
@@ -50,7 +49,14 @@ static _Atomic int slots[SLOTS];
 static _Atomic pid_t owner_tid; /* the write-back thread (signals go to it); 0: none yet */
 static int pidfd = -1;          /* this process, in that thread's descriptor table */
 static _Atomic bool off;        /* no leases in this process (any more) */
-static uint64_t trust_ns = TDAX_LEASE_TRUST_NS;
+static uint32_t trust_ms = TDAX_LEASE_TRUST_MS;
+
+/* The coarse clock in ms, as the entries keep it (wraps after 49 days:
+ * only differences are taken). */
+static uint32_t now_ms(void)
+{
+	return (uint32_t)(tdax_coarse_ns() / 1000000u);
+}
 #ifdef TDAX_TEST_BUILD
 /* Test aids: TDAX_TEST_LEASE_TRUST_MS sets the trust of a look;
  * TDAX_TEST_LEASE_DEAF=1 makes the handler ignore breaks (a lost signal:
@@ -147,7 +153,7 @@ static void on_break(int sig, siginfo_t *si, void *uc)
 	int fd = si->si_fd;
 	if (fd >= 0 && fd < TDAX_MAX_FDS && tdax_fds) {
 		struct tdax_fd *e = &tdax_fds[fd];
-		atomic_store(&e->lease_retry, tdax_coarse_ns() + RETRY_NS);
+		atomic_store(&e->lease_retry_ms, now_ms() + RETRY_MS);
 		if (atomic_exchange(&e->lease, TDAX_LEASE_NONE) == TDAX_LEASE_HELD)
 			free_slot(fd);
 	}
@@ -157,7 +163,7 @@ static void on_break(int sig, siginfo_t *si, void *uc)
 }
 
 /* lease-break-time: how long the kernel waits for a holder that does not
- * answer. The trust of a look (TDAX_LEASE_TRUST_NS) must be far below. */
+ * answer. The trust of a look (TDAX_LEASE_TRUST_MS) must be far below. */
 static bool break_time_long_enough(void)
 {
 	char buf[32];
@@ -179,7 +185,7 @@ void tdax_lease_thread_start(void)
 #ifdef TDAX_TEST_BUILD
 	const char *t = TDAX_TEST_ENV("LEASE_TRUST_MS"), *d = TDAX_TEST_ENV("LEASE_DEAF");
 	if (t)
-		trust_ns = strtoull(t, NULL, 10) * 1000000u;
+		trust_ms = (uint32_t)strtoul(t, NULL, 10);
 	deaf = d && !strcmp(d, "1");
 #endif
 	int sig = lease_signal();
@@ -219,8 +225,8 @@ bool tdax_lease_check(int fd, const struct tdax_file_rt *rt)
 		tdax_lease_drop(fd);
 		return false;
 	}
-	uint64_t now = tdax_coarse_ns();
-	if (now - atomic_load_explicit(&e->lease_seen, memory_order_relaxed) < trust_ns)
+	uint32_t now = now_ms();
+	if (now - atomic_load_explicit(&e->lease_seen_ms, memory_order_relaxed) < trust_ms)
 		return true;
 	/* Look again: a break in progress reads F_UNLCK (the other open still
 	 * waits then); a number closed and reused behind tdax's back names a
@@ -231,7 +237,7 @@ bool tdax_lease_check(int fd, const struct tdax_file_rt *rt)
 	}
 	if (atomic_load(&e->lease) != TDAX_LEASE_HELD)
 		return false; /* broken since */
-	atomic_store_explicit(&e->lease_seen, now, memory_order_relaxed);
+	atomic_store_explicit(&e->lease_seen_ms, now, memory_order_relaxed);
 	return true;
 }
 
@@ -242,16 +248,18 @@ void tdax_lease_try(int fd, const struct tdax_file_rt *rt)
 	    (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC | TDAX_FD_NOLOG)))
 		return;
 	pid_t tid = atomic_load(&owner_tid);
-	uint64_t now = tdax_coarse_ns();
-	if (!tid || atomic_load(&off) || atomic_load(&rt->handed_on) || now < atomic_load(&e->lease_retry))
+	uint32_t now = now_ms();
+	uint32_t retry = atomic_load(&e->lease_retry_ms); /* 0: any time */
+	if (!tid || atomic_load(&off) || atomic_load(&rt->handed_on) ||
+	    (retry && (int32_t)(retry - now) > 0))
 		return;
 	if (shared_with_a_child(atomic_load(&e->opened_in))) {
-		atomic_store(&e->lease_retry, now + RETRY_NS);
+		atomic_store(&e->lease_retry_ms, now + RETRY_MS);
 		return;
 	}
 	uint32_t none = TDAX_LEASE_NONE;
 	if (take_slot(fd) < 0) {
-		atomic_store(&e->lease_retry, now + RETRY_NS);
+		atomic_store(&e->lease_retry_ms, now + RETRY_MS);
 		return;
 	}
 	if (!atomic_compare_exchange_strong(&e->lease, &none, TDAX_LEASE_TAKING)) {
@@ -270,12 +278,13 @@ void tdax_lease_try(int fd, const struct tdax_file_rt *rt)
 	if (err) {
 		/* EAGAIN: another open exists (try again later); EACCES: not the
 		 * file's owner; EINVAL: a file system without leases. */
-		atomic_store(&e->lease_retry, err == EAGAIN ? now + RETRY_NS : NEVER);
-		atomic_compare_exchange_strong(&e->lease, &taking, TDAX_LEASE_NONE);
+		atomic_store(&e->lease_retry_ms, now + RETRY_MS);
+		atomic_compare_exchange_strong(&e->lease, &taking,
+					       err == EAGAIN ? TDAX_LEASE_NONE : TDAX_LEASE_NEVER);
 		free_slot(fd);
 		return;
 	}
-	atomic_store(&e->lease_seen, now);
+	atomic_store(&e->lease_seen_ms, now);
 	if (!atomic_compare_exchange_strong(&e->lease, &taking, TDAX_LEASE_HELD)) {
 		free_slot(fd); /* broken already: the handler let it go */
 		return;

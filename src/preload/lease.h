@@ -22,7 +22,7 @@
  *   lets the lease go after (through pidfd_getfd: the thread has a
  *   descriptor table of its own). The application's threads never see the
  *   signal. The waiting open goes on at once.
- * - Trusted for TDAX_LEASE_TRUST_NS after each look (fcntl F_GETLEASE),
+ * - Trusted for TDAX_LEASE_TRUST_MS after each look (fcntl F_GETLEASE),
  *   so that a lost signal cannot make it lie: the kernel itself takes a
  *   lease whose holder did not answer away only after lease-break-time
  *   (at least a second), and until then the other open waits.
@@ -42,7 +42,7 @@
 #include "preload/fdtable.h"
 
 /* How long a look that found the lease held is trusted (coarse clock). */
-#define TDAX_LEASE_TRUST_NS (10u * 1000000u)
+#define TDAX_LEASE_TRUST_MS 10u
 
 /* The process's lease epoch, noted in each descriptor it opens
  * (tdax_fd.opened_in). Starts at 1; moves at every fork (parent and child)
