@@ -27,8 +27,9 @@
  *   lease whose holder did not answer away only after lease-break-time
  *   (at least a second), and until then the other open waits.
  * - Handed on (an exec or spawn that inherits the descriptor, a descriptor
- *   sent over a socket): the file's entry says so (rt.handed_on) for every
- *   process, and no lease of it is trusted again while the entry lives.
+ *   sent over a socket, a fork by a child that inherited it): the file's
+ *   entry says so (rt.handed_on) for every process, and no lease of it is
+ *   trusted again while the entry lives.
  */
 #ifndef TDAX_LEASE_H
 #define TDAX_LEASE_H
