@@ -153,10 +153,15 @@ def main():
     a = args()
     console = Console()
     suites = list(SUITES) if a.suite == "all" else [a.suite]
-    device = env.fresh_device(f"/dev/shm/tdax-bench-{os.getpid()}", "1G",
-                              owner="postgres" if "postgres" in suites else None)
+    device = f"/dev/shm/tdax-bench-{os.getpid()}"
+    outs = []
     try:
-        outs = [run_suite(s, a, device, console) for s in suites]
+        for s in suites:
+            # A fresh device per suite, owned by the user the workload runs
+            # as: tdax refuses a region another user owns (a root process on
+            # PostgreSQL's would run without tdax, silently under --quiet).
+            env.fresh_device(device, "1G", owner="postgres" if s == "postgres" else None)
+            outs.append(run_suite(s, a, device, console))
     except KeyboardInterrupt:
         env.stop_all()
         print("tdax bench: interrupted; every server stopped, partial results not written",
@@ -164,7 +169,8 @@ def main():
         sys.exit(130)
     finally:
         env.stop_all()
-        os.unlink(device)
+        if os.path.exists(device):
+            os.unlink(device)
     if a.suite == "all":
         (env.ROOT / "results" / "latest.txt").write_text("\n".join(str(o) for o in outs) + "\n")
 

@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import TDAX, run
+from conftest import ROOT, TDAX, run
 
 
 def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
@@ -29,6 +29,32 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
     tax = meta["tax"]
     assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "thesis")] and tax[0]["ratio"] > 0
     assert "| wal off |" in s and "thesis/without" in s and "tax:" in p.stdout
+
+
+def test_every_suite_of_all_runs_on_a_device_its_user_owns(tmp_path):
+    """`tdax bench all` once ran every suite on one device owned by postgres
+    (for the PostgreSQL suite): tdax refused it in every root process, and
+    the other suites ran without tdax, silently (--quiet). Each suite's
+    device must be its workload user's."""
+    code = r"""
+import os, pathlib, pwd, sys
+from tdaxbench import __main__ as m
+seen = []
+def run_suite(suite, a, device, console):
+    seen.append((suite, pwd.getpwuid(os.stat(device).st_uid).pw_name))
+    return "x"
+m.run_suite = run_suite
+m.env.ROOT = pathlib.Path(sys.argv[1])  # its results/latest.txt, not the checkout's
+(m.env.ROOT / "results").mkdir()
+sys.argv = ["tdax bench", "all"]
+m.main()
+print(seen)
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "bench"))
+    p = run(str(ROOT / "build" / "venv" / "bin" / "python"), "-c", code, tmp_path, env=env, check=0)
+    seen = dict(eval(p.stdout.strip().splitlines()[-1]))
+    assert seen["postgres"] == "postgres", seen
+    assert all(owner == "root" for suite, owner in seen.items() if suite != "postgres"), seen
 
 
 def test_sweep_runs_the_grid_and_plots_it(tmp_path):
