@@ -15,18 +15,22 @@ import pytest
 
 from conftest import PY, info, started, tdax_run
 
-# Opens the file, appends with a sync after each (a lightweight sync takes
-# the lease once the write-back thread is there), says "ready", then lets SCENARIO give the file a writer
-# tdax does not see, syncs once more and says "synced".
-HOLDER = r"""
+# Opens the file (argv[1]) and appends 20 x 100 B with a sync after each:
+# a lightweight sync takes the lease once the write-back thread is there.
+LEASED = r"""
 import os, signal, socket, subprocess, sys, time
-path, scenario = sys.argv[1], sys.argv[2]
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 for i in range(20):
     os.write(fd, b"a" * 100)
     os.fdatasync(fd)
     if i == 0:
         time.sleep(0.1)  # the write-back thread starts: a break needs it
+"""
+
+# LEASED, then says "ready", lets SCENARIO give the file a writer tdax does
+# not see, syncs once more and says "synced".
+HOLDER = LEASED + r"""
+path, scenario = sys.argv[1], sys.argv[2]
 if scenario == "moved":  # the open file lives on under another number
     fd2 = os.dup(fd)
     os.close(fd)
@@ -201,14 +205,7 @@ def test_a_lease_never_outlives_its_holder_in_a_fork_child(dev, diskdir, short_l
     parent exited) still has the open file: no lease is left on it with
     nobody to answer a break, so another open does not wait out
     lease-break-time."""
-    code = r"""
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-for i in range(20):
-    os.write(fd, b"a" * 100)
-    os.fdatasync(fd)
-    if i == 0:
-        time.sleep(0.1)
+    code = LEASED + r"""
 child = os.fork()
 if child == 0:
     if sys.argv[2] == "grandchild" and os.fork() != 0:
@@ -240,14 +237,7 @@ def test_a_process_that_takes_the_lease_signal_gets_no_more_leases(dev, diskdir,
     """The signal of a break is the application's once it sets a handler for
     it: tdax lets its leases go first and takes no more, so a break never
     calls the application's handler (nor waits for it to answer)."""
-    code = r"""
-import os, signal, sys, time
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-for i in range(20):
-    os.write(fd, b"a" * 100)
-    os.fdatasync(fd)
-    if i == 0:
-        time.sleep(0.1)
+    code = LEASED + r"""
 got = []
 signal.signal(signal.SIGRTMAX - 2, lambda *a: got.append(1))
 print("ready", flush=True)
