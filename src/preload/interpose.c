@@ -2,6 +2,8 @@
  * interpose -- the libc functions libtdax.so replaces. Each hook is thin:
  * it decodes the call and hands it to the mode of the descriptor's file
  * (mode.h), or does the real call when tdax does not manage the descriptor.
+ * One shortcut: a plain write of a file that has no entry yet makes the real
+ * call here and leaves the look after it to unregistered.h.
  * A file descriptor tdax does not manage, or a call made while tdax is
  * off, goes straight to the real function with its errno untouched.
  */
@@ -149,6 +151,9 @@ EXPORT int creat64(const char *path, mode_t mode)
 
 /* ---- write ----------------------------------------------------------- */
 
+/* A plain write of a file tdax has nothing to remember of skips the mode
+ * table: the real call and one look (unregistered.h). */
+
 /*
  * A write through a managed descriptor, in the file's mode. If the file's
  * entry was let go meanwhile (another process closed the file, files.h),
@@ -172,6 +177,8 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
+	if (tdax_unregistered(e))
+		return tdax_unregistered_wrote(fd, e, TDAX_REAL(write)(fd, buf, n));
 	struct iovec iov = { (void *)buf, n };
 	return managed_write(fd, e, &iov, 1, -1, 0);
 }
@@ -181,6 +188,8 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
+	if (tdax_unregistered(e))
+		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
 	return managed_write(fd, e, iov, n, -1, 0);
 }
 
@@ -189,6 +198,8 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
+	if (tdax_unregistered(e))
+		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
 	struct iovec iov = { (void *)buf, n };
 	return managed_write(fd, e, &iov, 1, off, 0);
 }
@@ -203,6 +214,8 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
+	if (tdax_unregistered(e))
+		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
 	return managed_write(fd, e, iov, n, off, 0);
 }
 

@@ -8,6 +8,8 @@
  *
  * Adding a mode adds a file with its table, a value here, its place in
  * tdax_modes (interpose.c) and the choice (manage.c); no other hook changes.
+ * (One hook knows a mode by name, for cost: the write hooks make a plain
+ * write of an unregistered file themselves, unregistered.h.)
  */
 #ifndef TDAX_MODE_H
 #define TDAX_MODE_H

@@ -41,6 +41,7 @@ static const struct tdax_fd *register_now(int fd)
 static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 {
 	struct tdax_device *dev = tdax_rt.dev;
+	/* The count is read once: the one compared is the one kept. */
 	uint32_t now = (uint32_t)tdax_files_registrations(dev);
 	if (__builtin_expect(now == __atomic_load_n(&e->gen, __ATOMIC_RELAXED), 1))
 		return NULL;
@@ -52,6 +53,11 @@ static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 	const struct tdax_fd *r = register_now(fd);
 	errno = err;
 	return r;
+}
+
+void tdax_unregistered_join(int fd, const struct tdax_fd *e)
+{
+	joined(fd, e);
 }
 
 /* After the kernel's call: the same look as after a write; rc is the call's. */
@@ -70,10 +76,7 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 		if (r)
 			return tdax_coherent_write(fd, r, iov, n, off, rwf);
 	}
-	ssize_t r = tdax_mode_real_write(fd, iov, n, off, rwf);
-	if (r > 0)
-		joined(fd, e);
-	return r;
+	return tdax_unregistered_wrote(fd, e, tdax_mode_real_write(fd, iov, n, off, rwf));
 }
 
 /* A sync that begins a stream (tracking.h) registers the file: the policy

@@ -19,6 +19,16 @@
 
 static _Atomic int running;
 
+/*
+ * Segments whose writer is gone are sealed, and their room reclaimed, at
+ * most once a second unless the log is short of room: each look at a live
+ * writer reads its /proc stat (~8 us here), for every segment of the
+ * device, in every process's pass -- P processes that log would pay P * P
+ * looks every interval (20 of them: a third of a CPU).
+ */
+#define SEAL_EVERY_NS 1000000000ull
+static _Atomic uint64_t sealed_ns; /* the last look */
+
 void tdax_writeback_pass(int all)
 {
 	struct tdax_device *dev = tdax_rt.dev;
@@ -52,7 +62,12 @@ void tdax_writeback_pass(int all)
 	}
 	tdax_checkpoint_removed(removed, nremoved);
 	tdax_tracking_work(pressure, tdax_checkpoint_file);
-	if (tdax_log_seal_dead(dev) || pressure)
+	bool sealed = false;
+	if (all || pressure || now - atomic_load_explicit(&sealed_ns, memory_order_relaxed) >= SEAL_EVERY_NS) {
+		atomic_store_explicit(&sealed_ns, now, memory_order_relaxed);
+		sealed = tdax_log_seal_dead(dev) > 0;
+	}
+	if (sealed || pressure)
 		tdax_log_reclaim(dev);
 	tdax_stats_flush();
 	tdax_trace_flush();

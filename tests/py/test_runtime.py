@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -465,6 +466,35 @@ print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     tdax_run(dev, code, path, env={"TDAX_WB_AGE_MS": "50"}, check=None)
     c = info(dev)
     assert c["live_records"] == 0 and c["counters"]["checkpoints"] >= 1
+
+
+IDLE = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+for i in range(20):
+    os.pwrite(fd, b"x" * 512, 0); os.fdatasync(fd)
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_idle_process_keeps_its_background_pass_cheap(dev, diskdir):
+    """The write-back thread wakes every 10 ms. Its look at whether the
+    writers of the device's log segments are alive reads a /proc file per
+    segment (~8 us each, in every process: P processes that log pay P * P);
+    it is made once a second, so an idle process under tdax reads almost
+    nothing (read calls: /proc/PID/io syscr)."""
+    def reads(pid):
+        io = (Path(f"/proc/{pid}/io")).read_text()
+        return int(next(l for l in io.splitlines() if l.startswith("syscr:")).split()[1])
+    with started(dev, IDLE, diskdir / "f") as p:
+        pid = int(p.stdout.readline())
+        time.sleep(0.3)
+        assert info(dev)["counters"]["logged_writes"] > 0, "nothing logged: no segment to look at"
+        before = reads(pid)
+        time.sleep(2.0)
+        after = reads(pid)
+    assert after - before <= 10, f"{after - before} reads in 2 s of idling"
 
 
 def test_missing_device_is_an_error_for_run(diskdir):
