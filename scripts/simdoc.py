@@ -25,7 +25,10 @@ OUT = ROOT / "docs" / "sim"
 
 
 def traced(device, trace, argv, user=None):
-    pre = [TDAX, "run", "--quiet", "--device", device, "--trace", str(trace), "--"]
+    # One scratch device for every application, owned by the one that is
+    # not root (postgres): the others accept it (--allow-shared), or would
+    # run without tdax and record nothing.
+    pre = [TDAX, "run", "--quiet", "--allow-shared", "--device", device, "--trace", str(trace), "--"]
     if user:
         pre = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] + pre
     return pre + [str(a) for a in argv]

@@ -27,6 +27,12 @@ class Range(ctypes.Structure):
                 ("transitions", ctypes.c_uint32), ("wr", ctypes.c_uint64 * 8), ("wb", ctypes.c_uint64 * 8)]
 
 
+def carry_page(gran_order):
+    """src/policy/track.h, tdax_track_carry_page."""
+    pages = 1 << gran_order
+    return pages - max(pages // 4, 1)
+
+
 def load():
     if not LIB.exists():
         raise SystemExit(f"tdax sim: {LIB} is missing; run 'make'")
@@ -39,7 +45,8 @@ def load():
            "tdax_track_metric": (ctypes.c_int, [R, T, u64]),
            "tdax_track_force_downgrade": (ctypes.c_bool, [R]),
            "tdax_track_job_begin": (ctypes.c_int, [R]),
-           "tdax_track_job_end": (None, [R, ctypes.c_int, ctypes.c_bool])}
+           "tdax_track_job_end": (None, [R, ctypes.c_int, ctypes.c_bool]),
+           "tdax_track_carry": (ctypes.c_bool, [R, R, T, u64])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

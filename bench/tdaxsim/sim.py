@@ -122,21 +122,14 @@ class Thesis(Always):
         self.lib.tdax_track_job_end(ctypes.byref(r), kind, True)
         if kind == ctrack.UPGRADE:
             self.sim.upgraded(fid, rno, t, self.down_at.get((fid, rno)))
-            self.after_upgrade(fid, rno, t)
         else:
             self.down_at[(fid, rno)] = t
             self.sim.downgraded(fid, t)
 
-    def after_upgrade(self, fid, rno, t):
-        pass
-
-    def skip_reevaluation(self, key, t):
-        return False
-
     def tick(self, t, pressure):
         lowest = None
         for (fid, rno), r in list(self.ranges.items()):
-            if r.state == ctrack.UPGRADED and not self.skip_reevaluation((fid, rno), t):
+            if r.state == ctrack.UPGRADED:
                 self.lib.tdax_track_reevaluate(ctypes.byref(r), ctypes.byref(self.t), t)
             self.job(fid, rno, r, t)
             if pressure and r.state == ctrack.UPGRADED:
@@ -152,28 +145,39 @@ class Thesis(Always):
 
 
 class Ahead(Thesis):
-    """Ours: the thesis policy plus upgrade-ahead. When a range of a
-    sequential stream is upgraded, the next range is upgraded with it, so an
+    """The runtime's policy "ahead" (src/policy/track.h, tdax_track_carry):
+    the thesis policy plus upgrade-ahead. An append (a write at the file's
+    end) that reaches the carry page of an upgraded range carries the
+    range's state, its counts and an upgrade, into the next range, so an
     append stream does not start every range on the kernel path (the
-    weakness of small G, thesis §6.3)."""
+    weakness of small G, thesis section 6.3)."""
     name = "ahead"
 
     def __init__(self, sim):
         super().__init__(sim)
-        self.ahead_at = {}
+        self.end = {}
 
-    def after_upgrade(self, fid, rno, t):
-        nxt = self.range(fid, rno + 1)
-        if nxt.state == ctrack.NONE:
-            nxt.state = ctrack.UPGRADED
-            self.ahead_at[(fid, rno + 1)] = t
-            self.sim.upgraded(fid, rno + 1, t, self.down_at.get((fid, rno + 1)))
+    def forget(self, fid):
+        super().forget(fid)
+        self.end.pop(fid, None)
 
-    def skip_reevaluation(self, key, t):
-        """An upgraded-ahead range has no history yet: give the stream one
-        writeback window to reach it."""
-        at = self.ahead_at.get(key)
-        return at is not None and t - at < self.t.wb_window_ns
+    def write(self, fid, f, off, n, t):
+        appends = off >= self.end.get(fid, 0)
+        logged = super().write(fid, f, off, n, t)
+        if not n:
+            return logged
+        self.end[fid] = max(self.end.get(fid, 0), off + n)
+        g = self.gran[fid]
+        at = ctrack.carry_page(g)
+        first, last = off >> PAGE, (off + n - 1) >> PAGE
+        for rno in range(first >> g, (last >> g) + 1) if appends else ():
+            base = rno << g
+            p0, p1 = max(first, base) - base, min(last, ((rno + 1) << g) - 1) - base
+            r = self.range(fid, rno)
+            if p0 <= at <= p1 and r.state == ctrack.UPGRADED and self.lib.tdax_track_carry(
+                    ctypes.byref(r), ctypes.byref(self.range(fid, rno + 1)), ctypes.byref(self.t), t):
+                self.pending.append((t + self.latency, fid, rno + 1))
+        return logged
 
 
 class FsyncStreak(Always):

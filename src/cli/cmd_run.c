@@ -23,15 +23,17 @@
 #include "core/trace.h"
 
 static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|always|never] [--quiet] [--trace FILE]\n"
-	"                [--allow-shared] -- CMD [ARGS...]\n"
+	"usage: tdax run [--device PATH] [--policy thesis|ahead|always|never] [--quiet]\n"
+	"                [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
 	"device are answered there; everything else goes to the kernel as usual.\n"
 	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ";\n"
 	"                  the default one is created on first use, emulated on /dev/shm)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
-	"                  'tdax get'), always (log every write), never (track, never upgrade)\n"
+	"                  'tdax get'), ahead (thesis, and an upgraded append stream carries\n"
+	"                  its state into the next range), always (log every write), never\n"
+	"                  (track, never upgrade)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
 	"                  for 'tdax trace' and 'tdax sim'\n"
@@ -145,8 +147,10 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'p':
-			if (strcmp(optarg, "thesis") && strcmp(optarg, "always") && strcmp(optarg, "never"))
-				return usage_error("run", "unknown policy '%s' (thesis, always, never)", optarg);
+			if (strcmp(optarg, "thesis") && strcmp(optarg, "ahead") && strcmp(optarg, "always") &&
+			    strcmp(optarg, "never"))
+				return usage_error("run", "unknown policy '%s' (thesis, ahead, always, never)",
+						   optarg);
 			policy = optarg;
 			break;
 		case 'q': quiet = true; break;

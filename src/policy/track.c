@@ -73,6 +73,20 @@ static bool move(struct tdax_range_track *r, uint32_t from, uint32_t to)
 	return true;
 }
 
+bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_track *next,
+		      const struct tdax_tunables *t, uint64_t now)
+{
+	if (atomic_load(&from->state) != TDAX_R_UPGRADED || atomic_load(&next->state) != TDAX_R_NONE)
+		return false;
+	if (!move(next, TDAX_R_NONE, TDAX_R_TO_UPGRADE))
+		return false;
+	uint64_t wr = tdax_window_sum(&from->wr, t->wr_window_ns, now);
+	uint64_t wb = tdax_window_sum(&from->wb, t->wb_window_ns, now);
+	tdax_window_add(&next->wr, t->wr_window_ns, now, wr > UINT32_MAX ? UINT32_MAX : (uint32_t)wr);
+	tdax_window_add(&next->wb, t->wb_window_ns, now, wb > UINT32_MAX ? UINT32_MAX : (uint32_t)wb);
+	return true;
+}
+
 /* The thesis' decision (listing 5.1) on the current metric. */
 static enum tdax_decision decide(struct tdax_range_track *r, int m, const struct tdax_tunables *t,
 				 bool may_upgrade)

@@ -58,6 +58,27 @@ void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t,
 		      uint64_t first_page, uint64_t npages);
 
 /*
+ * Upgrade-ahead (policy "ahead", beyond the thesis). Under the thesis
+ * policy an append stream starts every new range on the kernel path: F
+ * writes and a few real syncs before the range is upgraded (a log's tail
+ * pays it every 2^G pages; thesis section 6.3 on small ranges). So an
+ * append (a write at the file's end) that reaches the carry page of an
+ * upgraded range
+ * (tdax_track_carry_page: the start of its last quarter) carries the
+ * range's state into the next one, `next`: its counts (its metric is the
+ * stream's, and it is not idle until they decay without writes) and an
+ * upgrade, marked for a job. True if `next` was marked.
+ */
+bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_track *next,
+		      const struct tdax_tunables *t, uint64_t now);
+
+static inline uint64_t tdax_track_carry_page(uint32_t gran_order)
+{
+	uint64_t pages = (uint64_t)1 << gran_order;
+	return pages - (pages / 4 ? pages / 4 : 1);
+}
+
+/*
  * A sync wrote the range's dirty pages back at now; stream: the file's
  * previous sync was within the writeback window. Counts the writebacks (if
  * stream), then decides; an upgrade or downgrade decision marks the range

@@ -20,7 +20,9 @@
 #include "core/files.h"
 #include "core/stats.h"
 
-enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER };
+/* thesis: the thesis' tracking policy; ahead: the same and upgrade-ahead
+ * for sequential streams (policy/track.h); always, never: the bounds. */
+enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER, TDAX_POLICY_AHEAD };
 
 struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */

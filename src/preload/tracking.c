@@ -37,6 +37,20 @@ static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
 	atomic_store(&rt->dirty_overflow, 1);
 }
 
+/* Upgrade-ahead (policy/track.h): an append over range rno's carry page,
+ * pages [p0, p1] of it, hands the range's state to range rno + 1. */
+static void carry(uint32_t idx, uint32_t gen, const struct tdax_range *r, uint32_t rno, uint32_t g,
+		  uint64_t p0, uint64_t p1, const struct tdax_tunables *t, uint64_t now)
+{
+	uint64_t at = tdax_track_carry_page(g);
+	if (p0 > at || p1 < at || rno == UINT32_MAX ||
+	    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED)
+		return;
+	struct tdax_range *next = tdax_ranges_get(tdax_rt.dev, idx, gen, rno + 1, true);
+	if (next && tdax_track_carry(&r->t, &next->t, t, now))
+		tdax_wake();
+}
+
 bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 {
 	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
@@ -51,6 +65,9 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
 	uint64_t now = tdax_coarse_ns();
 	bool logged = true;
+	/* At the end the file had: its size is raised after this look. */
+	bool appends = tdax_rt.policy == TDAX_POLICY_AHEAD &&
+		       off >= atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
 	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
 		if (!r) {
@@ -62,6 +79,8 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 		tdax_track_write(&r->t, &t, now, p0 - base, p1 - p0 + 1);
 		note_dirty(rt, (uint32_t)(((char *)r - (dev->base + dev->sb->ranges_off)) /
 					  TDAX_RANGE_ENTRY_SIZE));
+		if (appends)
+			carry(idx, gen, r, (uint32_t)rno, g, p0 - base, p1 - base, &t, now);
 		logged &= tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed));
 	}
 	return logged && tdax_rt.policy != TDAX_POLICY_NEVER;
@@ -69,7 +88,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 
 bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 {
-	if (tdax_rt.policy != TDAX_POLICY_THESIS)
+	if (tdax_rt.policy != TDAX_POLICY_THESIS && tdax_rt.policy != TDAX_POLICY_AHEAD)
 		return tdax_rt.policy == TDAX_POLICY_ALWAYS;
 	uint32_t g = tdax_file_gran(tdax_rt_of(idx));
 	if (!g || len == 0)

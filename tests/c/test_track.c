@@ -172,6 +172,42 @@ TEST(stopped_stream_is_downgraded_by_reevaluation)
 	CHECK(s.downgrades == 1 && atomic_load(&s.r.state) == TDAX_R_NONE);
 }
 
+TEST(an_upgraded_range_carries_its_state_into_the_next_one)
+{
+	/* Policy "ahead": range 0 of an append stream is upgraded; its state
+	 * carried into range 1 marks it for an upgrade with range 0's counts,
+	 * so its metric is the stream's and it is not idle at once. */
+	struct sim s, next;
+	sim_init(&s);
+	sim_init(&next);
+	uint64_t now = 10000 * MS;
+	CHECK(!tdax_track_carry(&s.r, &next.r, &T, now)); /* not upgraded: nothing to carry */
+	for (int i = 0; i < 200; i++, now += 100 * US) {
+		wr(&s, now, (uint64_t)i / 32, 1);
+		sync_at(&s, now + 10 * US);
+	}
+	CHECK(atomic_load(&s.r.state) == TDAX_R_UPGRADED);
+	CHECK(tdax_track_carry(&s.r, &next.r, &T, now));
+	CHECK(atomic_load(&next.r.state) == TDAX_R_TO_UPGRADE);
+	CHECK(tdax_track_metric(&next.r, &T, now) == tdax_track_metric(&s.r, &T, now));
+	CHECK(!tdax_track_carry(&s.r, &next.r, &T, now)); /* once */
+	run_jobs(&next);
+	CHECK(next.upgrades == 1 && atomic_load(&next.r.state) == TDAX_R_UPGRADED);
+	reeval(&next, now + 100 * MS);
+	CHECK(atomic_load(&next.r.state) == TDAX_R_UPGRADED); /* not idle: the stream's counts */
+	/* The stream never comes: once the counts decay, it is downgraded. */
+	for (int i = 0; i < 40; i++, now += 100 * MS)
+		reeval(&next, now);
+	CHECK(next.downgrades == 1 && atomic_load(&next.r.state) == TDAX_R_NONE);
+}
+
+TEST(the_carry_page_starts_the_last_quarter)
+{
+	CHECK(tdax_track_carry_page(9) == 384);
+	CHECK(tdax_track_carry_page(2) == 3);
+	CHECK(tdax_track_carry_page(0) == 0); /* a one-page range: its page */
+}
+
 TEST(alternating_phases_transition_once_per_phase)
 {
 	/* 3 s of a write+sync stream, 3 s of writes only, 10 times: at most
