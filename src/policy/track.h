@@ -63,9 +63,8 @@ void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t,
  * writes and a few real syncs before the range is upgraded (a log's tail
  * pays it every 2^G pages; thesis section 6.3 on small ranges). So an
  * append (a write at the file's end) that reaches the carry page of an
- * upgraded range
- * (tdax_track_carry_page: the start of its last quarter) carries the
- * range's state into the next one, `next`: its counts (its metric is the
+ * upgraded range (tdax_track_carry_page: the start of its last quarter)
+ * carries the range's state into the next one, `next`: its counts (its metric is the
  * stream's, and it is not idle until they decay without writes) and an
  * upgrade, marked for a job. True if `next` was marked.
  */

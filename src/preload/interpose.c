@@ -151,9 +151,6 @@ EXPORT int creat64(const char *path, mode_t mode)
 
 /* ---- write ----------------------------------------------------------- */
 
-/* A plain write of a file tdax has nothing to remember of skips the mode
- * table: the real call and one look (unregistered.h). */
-
 /*
  * A write through a managed descriptor, in the file's mode. If the file's
  * entry was let go meanwhile (another process closed the file, files.h),

@@ -21,7 +21,7 @@
 #include "core/stats.h"
 
 /* thesis: the thesis' tracking policy; ahead: the same and upgrade-ahead
- * for sequential streams (policy/track.h); always, never: the bounds. */
+ * for append streams (policy/track.h); always, never: the bounds. */
 enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER, TDAX_POLICY_AHEAD };
 
 struct tdax_runtime {
