@@ -88,17 +88,22 @@ class Thesis(Always):
             r = self.ranges[key] = ctrack.Range()
         return r
 
+    def spans(self, fid, off, n):
+        """(range number, first page, last page in it) of a write of n > 0
+        bytes at off, as src/preload/tracking.c cuts it."""
+        g = self.gran.setdefault(fid, self.t.gran_order)
+        first, last = off >> PAGE, (off + n - 1) >> PAGE
+        for rno in range(first >> g, (last >> g) + 1):
+            base = rno << g
+            yield rno, max(first, base) - base, min(last, ((rno + 1) << g) - 1) - base
+
     def write(self, fid, f, off, n, t):
         if n == 0:
             return True
-        g = self.gran.setdefault(fid, self.t.gran_order)
-        first, last = off >> PAGE, (off + n - 1) >> PAGE
         logged = True
-        for rno in range(first >> g, (last >> g) + 1):
+        for rno, p0, p1 in self.spans(fid, off, n):
             r = self.range(fid, rno)
-            base = rno << g
-            p0, p1 = max(first, base), min(last, ((rno + 1) << g) - 1)
-            self.lib.tdax_track_write(ctypes.byref(r), ctypes.byref(self.t), t, p0 - base, p1 - p0 + 1)
+            self.lib.tdax_track_write(ctypes.byref(r), ctypes.byref(self.t), t, p0, p1 - p0 + 1)
             self.dirty[fid].add(rno)
             logged &= r.state in ctrack.LOGGED
         return logged
@@ -167,12 +172,8 @@ class Ahead(Thesis):
         if not n:
             return logged
         self.end[fid] = max(self.end.get(fid, 0), off + n)
-        g = self.gran[fid]
-        at = ctrack.carry_page(g)
-        first, last = off >> PAGE, (off + n - 1) >> PAGE
-        for rno in range(first >> g, (last >> g) + 1) if appends else ():
-            base = rno << g
-            p0, p1 = max(first, base) - base, min(last, ((rno + 1) << g) - 1) - base
+        at = ctrack.carry_page(self.gran[fid])
+        for rno, p0, p1 in self.spans(fid, off, n) if appends else ():
             r = self.range(fid, rno)
             if p0 <= at <= p1 and r.state == ctrack.UPGRADED and self.lib.tdax_track_carry(
                     ctypes.byref(r), ctypes.byref(self.range(fid, rno + 1)), ctypes.byref(self.t), t):
