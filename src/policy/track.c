@@ -40,19 +40,34 @@ const char *tdax_range_state_name(uint32_t s)
 	return s <= TDAX_R_DOWNGRADING ? names[s] : "invalid";
 }
 
+uint32_t tdax_track_fresh(struct tdax_range_track *r, uint64_t first_page, uint64_t npages)
+{
+	if (!npages)
+		return 0;
+	/* A write that starts on the page the previous one ended on (small
+	 * appends) dirties one page less. A load and a store, not an exchange
+	 * (a locked instruction on every write): two writers at once may both
+	 * count their page, or a sync's reset may be missed, by one page. */
+	uint32_t last = (uint32_t)(first_page + npages - 1);
+	uint32_t prev = atomic_load_explicit(&r->last_page, memory_order_relaxed);
+	if (prev != last + 1)
+		atomic_store_explicit(&r->last_page, last + 1, memory_order_relaxed);
+	return (uint32_t)npages - (prev == (uint32_t)first_page + 1 ? 1 : 0);
+}
+
+void tdax_track_count(struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint32_t npages, uint32_t fresh)
+{
+	if (npages)
+		tdax_window_add(&r->wr, t->wr_window_ns, now, npages);
+	if (fresh)
+		atomic_fetch_add_explicit(&r->dirty, fresh, memory_order_relaxed);
+}
+
 void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
 		      uint64_t first_page, uint64_t npages)
 {
-	if (!npages)
-		return;
-	tdax_window_add(&r->wr, t->wr_window_ns, now, (uint32_t)npages);
-	/* Dirty pages since the last sync: a write that starts on the page the
-	 * previous one ended on (small appends) dirties one page less. */
-	uint32_t last = (uint32_t)(first_page + npages - 1);
-	uint32_t prev = atomic_exchange_explicit(&r->last_page, last + 1, memory_order_relaxed);
-	uint64_t fresh = npages - (prev == (uint32_t)first_page + 1 ? 1 : 0);
-	if (fresh)
-		atomic_fetch_add_explicit(&r->dirty, (uint32_t)fresh, memory_order_relaxed);
+	tdax_track_count(r, t, now, (uint32_t)npages, tdax_track_fresh(r, first_page, npages));
 }
 
 int tdax_track_metric(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now)

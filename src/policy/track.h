@@ -58,6 +58,17 @@ void tdax_track_write(struct tdax_range_track *r, const struct tdax_tunables *t,
 		      uint64_t first_page, uint64_t npages);
 
 /*
+ * tdax_track_write in two steps, for a writer that adds its counts later
+ * (the runtime's batches, preload/tracking.c): fresh tells how many pages
+ * of a write are newly dirty since the range's last sync (and moves the
+ * range's last page on); count adds npages written at now, fresh of them
+ * newly dirty.
+ */
+uint32_t tdax_track_fresh(struct tdax_range_track *r, uint64_t first_page, uint64_t npages);
+void tdax_track_count(struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint32_t npages, uint32_t fresh);
+
+/*
  * Upgrade-ahead (policy "ahead", beyond the thesis). Under the thesis
  * policy an append stream starts every new range on the kernel path: F
  * writes and a few real syncs before the range is upgraded (a log's tail

@@ -8,6 +8,7 @@
 #include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
+#include "preload/wake.h"
 #include "core/recover.h"
 #include "core/shadow.h"
 #include "core/testaid.h"
@@ -99,10 +100,11 @@ static void has_records(uint32_t idx)
 	uint64_t zero = 0;
 	atomic_compare_exchange_strong(&tdax_rt_of(idx)->first_log_ns, &zero, tdax_coarse_ns());
 	tdax_rt.touched[idx] = 1;
+	tdax_wake_want();
 }
 
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
-			    int iovcnt, size_t r)
+			       int iovcnt, size_t r, bool tracked)
 {
 	uint32_t idx = e->file_plus1 - 1;
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
@@ -114,7 +116,8 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 		why = TDAX_FB_DIRECT;
 	else if (atomic_load_explicit(&rt->unmanaged, memory_order_relaxed))
 		why = (enum tdax_fallback)atomic_load(&rt->unmanaged);
-	else if (!tdax_tracking_write(idx, e->gen, off, r) || !iov)
+	else if (!iov || !(tracked ? tdax_tracking_logged(idx, e->gen, off, r)
+				    : tdax_tracking_write(idx, e->gen, off, r)))
 		why = TDAX_FB_NOT_UPGRADED; /* (no iov: off is an estimate, nothing to log) */
 #ifdef TDAX_TEST_BUILD
 	else if (tdax_rt.test_lie)
@@ -138,6 +141,15 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	atomic_fetch_add_explicit(&rt->logged_bytes, r, memory_order_relaxed);
 	tdax_count(TDAX_ST_LOGGED_WRITES, 1);
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
+}
+
+void tdax_coherent_cold_wrote(const struct tdax_fd *e, uint64_t off, size_t r)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);
+	atomic_fetch_add(&tdax_rt_of(idx)->uncovered, 1);
+	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
 }
 
 /* Records worth keeping in order with a new one: the file has some, or all

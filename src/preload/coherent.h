@@ -50,11 +50,17 @@ void tdax_coherent_write_begin(const struct tdax_fd *e);
 void tdax_coherent_write_end(const struct tdax_fd *e);
 
 /* A real write through a managed fd put r bytes of iov at off: log them (or
- * mark the file uncovered). Call before tdax_coherent_write_end. With iov
- * NULL, off is only an estimate (a cold write): the write is tracked there
- * and the file uncovered; nothing is logged. */
+ * mark the file uncovered). Call before tdax_coherent_write_end. tracked:
+ * the policy counted the write before it was made (tdax_tracking_write, at
+ * where it was expected to land), so it is only asked whether the range is
+ * logged. With iov NULL, off is only an estimate (a cold write): the file
+ * is uncovered, nothing is logged. */
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
-			    int iovcnt, size_t r);
+			       int iovcnt, size_t r, bool tracked);
+
+/* A write the policy counted as cold (tdax_tracking_cold) put r bytes at
+ * off (at the file position: an estimate): the file is uncovered. */
+void tdax_coherent_cold_wrote(const struct tdax_fd *e, uint64_t off, size_t r);
 
 /*
  * Cold writes: writes at the file position to a range that is not logged,

@@ -2,8 +2,13 @@
  * interpose -- the libc functions libtdax.so replaces. Each hook is thin:
  * it decodes the call and hands it to the mode of the descriptor's file
  * (mode.h), or does the real call when tdax does not manage the descriptor.
- * One shortcut: a plain write of a file that has no entry yet makes the real
- * call here and leaves the look after it to unregistered.h.
+ * Two ways past the mode's write, for cost (a write's system call should
+ * return through as few frames as it can, mode.h): a plain write of a file
+ * that has no entry yet makes the real call here and leaves the look after
+ * it to unregistered.h (inline: through the mode's kernel_before/after it
+ * measured 0.964 of itself without tdax, against 0.978); and a write the
+ * mode says the kernel alone makes (kernel_before) is made here, between
+ * the mode's kernel_before and kernel_after.
  * A file descriptor tdax does not manage, or a call made while tdax is
  * off, goes straight to the real function with its errno untouched.
  */
@@ -157,10 +162,10 @@ EXPORT int creat64(const char *path, mode_t mode)
  * the descriptor is managed again before the write returns: the bytes must
  * count in whatever entry the file has by the time anyone syncs it.
  */
-static ssize_t managed_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n,
-			     off_t off, int flags)
+/* After a write through managed fd: its entry may have been let go
+ * meanwhile (manage.h). */
+static ssize_t written(int fd, const struct tdax_fd *e, ssize_t r)
 {
-	ssize_t r = tdax_mode_of(e)->write(fd, e, iov, n, off, flags);
 	if (__builtin_expect(!tdax_manage_current(e), 0)) {
 		int err = errno;
 		tdax_manage_again(fd);
@@ -169,13 +174,43 @@ static ssize_t managed_write(int fd, const struct tdax_fd *e, const struct iovec
 	return r;
 }
 
+static ssize_t managed_write(int fd, const struct tdax_fd *e, const struct iovec *iov, int n,
+			     off_t off, int flags)
+{
+	return written(fd, e, tdax_mode_of(e)->write(fd, e, iov, n, off, flags));
+}
+
+/* Is this write one the kernel alone makes, with the real call made here
+ * (mode.h: kernel_before)? */
+static inline bool kernel_write(int fd, const struct tdax_fd *e, off_t off, size_t len, uint64_t *at)
+{
+	const struct tdax_mode_ops *m = tdax_mode_of(e);
+	return m->kernel_before && m->kernel_before(fd, e, off, len, at);
+}
+
+static ssize_t kernel_wrote(int fd, const struct tdax_fd *e, off_t off, uint64_t at, ssize_t r)
+{
+	return written(fd, e, tdax_mode_of(e)->kernel_after(fd, e, off, at, r));
+}
+
+static size_t iov_bytes(const struct iovec *iov, int n)
+{
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	const struct tdax_fd *e = managed(fd);
+	uint64_t at;
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(write)(fd, buf, n));
+	if (kernel_write(fd, e, -1, n, &at))
+		return kernel_wrote(fd, e, -1, at, TDAX_REAL(write)(fd, buf, n));
 	struct iovec iov = { (void *)buf, n };
 	return managed_write(fd, e, &iov, 1, -1, 0);
 }
@@ -183,20 +218,26 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	const struct tdax_fd *e = managed(fd);
+	uint64_t at;
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
+	if (kernel_write(fd, e, -1, iov_bytes(iov, n), &at))
+		return kernel_wrote(fd, e, -1, at, TDAX_REAL(writev)(fd, iov, n));
 	return managed_write(fd, e, iov, n, -1, 0);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	const struct tdax_fd *e = managed(fd);
+	uint64_t at;
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
+	if (kernel_write(fd, e, off, n, &at))
+		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwrite)(fd, buf, n, off));
 	struct iovec iov = { (void *)buf, n };
 	return managed_write(fd, e, &iov, 1, off, 0);
 }
@@ -209,10 +250,13 @@ EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 {
 	const struct tdax_fd *e = managed(fd);
+	uint64_t at;
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
+	if (kernel_write(fd, e, off, iov_bytes(iov, n), &at))
+		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwritev)(fd, iov, n, off));
 	return managed_write(fd, e, iov, n, off, 0);
 }
 

@@ -9,7 +9,8 @@
  * Adding a mode adds a file with its table, a value here, its place in
  * tdax_modes (interpose.c) and the choice (manage.c); no other hook changes.
  * (One hook knows a mode by name, for cost: the write hooks make a plain
- * write of an unregistered file themselves, unregistered.h.)
+ * write of an unregistered file themselves, unregistered.h.) A mode need
+ * not have kernel_before/kernel_after.
  */
 #ifndef TDAX_MODE_H
 #define TDAX_MODE_H
@@ -35,6 +36,19 @@ struct tdax_mode_ops {
 	 * off, or at the file position when off is -1; rwf: pwritev2's flags. */
 	ssize_t (*write)(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
 			 int rwf);
+	/*
+	 * A write the kernel alone makes (write, writev, pwrite, pwritev with
+	 * no flags), made by the hook itself between these two: what a write
+	 * costs beyond the kernel's is mostly the call frames its system call
+	 * returns through (their returns are mispredicted after the kernel's
+	 * deep path), so the commonest write returns through none of the
+	 * mode's. kernel_before says whether the write at off (-1: the file
+	 * position) of len bytes is one, and prepares it (*at: what
+	 * kernel_after needs); kernel_after takes the real call's result r
+	 * and returns the call's (errno kept). Otherwise the hook calls write.
+	 */
+	bool (*kernel_before)(int fd, const struct tdax_fd *e, off_t off, size_t len, uint64_t *at);
+	ssize_t (*kernel_after)(int fd, const struct tdax_fd *e, off_t off, uint64_t at, ssize_t r);
 	int (*sync)(int fd, const struct tdax_fd *e, bool datasync);
 	int (*ftruncate)(int fd, const struct tdax_fd *e, off_t len);
 	int (*fallocate)(int fd, const struct tdax_fd *e, int mode, off_t off, off_t len);

@@ -19,6 +19,7 @@
 #include "preload/manage.h"
 #include "preload/start.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 #include "preload/watch.h"
 #include "preload/writeback.h"
 
@@ -271,13 +272,14 @@ static void at_fork_child(void)
 	if (atomic_load(&attach_state) == 0)
 		return;
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
-		tdax_rt.flushed[i] = atomic_load(&tdax_rt.count[i]); /* the parent counts those */
+		atomic_store(&tdax_rt.flushed[i], atomic_load(&tdax_rt.count[i])); /* the parent counts those */
 	/* A thread of the parent was attaching: nobody will finish it here. */
 	if (atomic_load(&attach_state) == 1) {
 		tdax_rt.waiting = false;
 		atomic_store(&attach_state, 2);
 	}
 	tdax_lease_after_fork();
+	tdax_tracking_after_fork();
 	tdax_writeback_after_fork();
 	tdax_trace_after_fork();
 }
@@ -288,6 +290,7 @@ static void at_exit(void)
 		return;
 	tdax_inside++;
 	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
+	tdax_tracking_flush();
 	tdax_writeback_pass(1);
 	tdax_trace_flush();
 	tdax_log_seal_mine(tdax_rt.dev);

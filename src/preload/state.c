@@ -55,12 +55,16 @@ void tdax_fallback(enum tdax_fallback why, const char *path)
 
 void tdax_stats_flush(void)
 {
+	/* Two threads may flush at once (the write-back thread's pass and a
+	 * sync before the thread ran): each adds only what it moved
+	 * `flushed` past. */
 	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
 	for (int i = 0; i < TDAX_ST_COUNT; i++) {
 		uint64_t now = atomic_load(&tdax_rt.count[i]);
-		if (now != tdax_rt.flushed[i]) {
-			atomic_fetch_add(&dst[i], now - tdax_rt.flushed[i]);
-			tdax_rt.flushed[i] = now;
-		}
+		uint64_t was = atomic_load_explicit(&tdax_rt.flushed[i], memory_order_relaxed);
+		while (was < now && !atomic_compare_exchange_weak(&tdax_rt.flushed[i], &was, now))
+			;
+		if (was < now)
+			atomic_fetch_add(&dst[i], now - was);
 	}
 }

@@ -44,7 +44,7 @@ struct tdax_runtime {
 	uint32_t *named;             /* per file entry: the generation whose path is in the trace */
 	_Atomic uint32_t *opens;     /* per file entry: this process's descriptors on it */
 	_Atomic uint64_t count[TDAX_ST_COUNT];   /* this process's counters */
-	uint64_t flushed[TDAX_ST_COUNT];         /* the part already added to the device */
+	_Atomic uint64_t flushed[TDAX_ST_COUNT]; /* the part already added to the device */
 	_Atomic uint32_t warned;     /* bit per fallback reason already reported */
 };
 

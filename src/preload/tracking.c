@@ -51,19 +51,189 @@ static void carry(uint32_t idx, uint32_t gen, const struct tdax_range *r, uint32
 		tdax_wake();
 }
 
+static uint32_t slot_of(const struct tdax_range *r)
+{
+	const struct tdax_device *dev = tdax_rt.dev;
+	return (uint32_t)(((const char *)r - (dev->base + dev->sb->ranges_off)) / TDAX_RANGE_ENTRY_SIZE);
+}
+
+static uint64_t key_of(uint32_t idx, uint64_t rno)
+{
+	return (uint64_t)(idx + 1) << 32 | (uint32_t)rno;
+}
+
+/*
+ * This thread's batch: the range its last writes went to, found again
+ * without a look in the range table while its writes stay in it, and the
+ * policy's counts of those writes, added to the range at once -- when the
+ * thread writes elsewhere, when the window's bucket the batch began in
+ * ends, after BATCH_WRITES writes, and first thing at a sync by this
+ * thread (a write would otherwise cost a table look, the tunables' copy
+ * and three locked instructions on the range's line). A sync by another
+ * thread or process sees a batch's writes late, by BATCH_WRITES writes or
+ * one bucket (1/8 of the write window) at most, and counts them at its
+ * next sync: the counts of a heuristic, whose sums over the windows stay
+ * (a writer thread with a syncer thread is upgraded after ~20 syncs where
+ * it took ~5). The simulator counts each write at once. Which writes are
+ * logged does not depend on the batch: the range's state is read at every
+ * write.
+ */
+#define BATCH_WRITES 16
+
+static __thread struct {
+	struct tdax_range *r; /* NULL: no batch */
+	uint64_t key;         /* r's key and its file's generation when taken */
+	uint32_t fgen;
+	uint32_t writes;      /* in the batch */
+	uint32_t pages, dirty; /* their counts, not in r yet */
+	uint64_t at, until;   /* when it began; when its bucket ends */
+	int busy;             /* in use by this thread (a signal handler's write goes around) */
+} cur TDAX_TLS;
+
+static bool is_cur(uint32_t idx, uint32_t gen, uint64_t rno)
+{
+	return cur.r && cur.key == key_of(idx, rno) && cur.fgen == gen &&
+	       atomic_load_explicit(&cur.r->key, memory_order_relaxed) == cur.key &&
+	       atomic_load_explicit(&cur.r->fgen, memory_order_relaxed) == gen;
+}
+
+/* Add the batch's counts to its range, and begin the next batch (of the
+ * same range) at now; t: the tunables. */
+static void flush(uint64_t now, const struct tdax_tunables *t)
+{
+	struct tdax_range *r = cur.r;
+	/* Late for its bucket (the thread wrote nothing since): counted now,
+	 * never into a bucket the window has reused. */
+	if (r && cur.writes && atomic_load_explicit(&r->key, memory_order_relaxed) == cur.key &&
+	    atomic_load_explicit(&r->fgen, memory_order_relaxed) == cur.fgen)
+		tdax_track_count(&r->t, t, now < cur.until ? cur.at : now, cur.pages, cur.dirty);
+	uint64_t width = t->wr_window_ns / TDAX_WIN_BUCKETS ? t->wr_window_ns / TDAX_WIN_BUCKETS : 1;
+	cur.writes = cur.pages = cur.dirty = 0;
+	cur.at = now;
+	cur.until = (now / width + 1) * width;
+}
+
+void tdax_tracking_flush(void)
+{
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	if (!cur.busy)
+		flush(tdax_coarse_ns(), &t);
+}
+
+void tdax_tracking_after_fork(void)
+{
+	cur.r = NULL; /* the parent counts its batch */
+}
+
+/* Range rno of the file, in this thread's batch: the one going on (same:
+ * is_cur), or a new one (the old one added to its range). NULL if the
+ * table is full.
+ * The clock is read for a batch's first write and every 4th after (a read
+ * cost a cold write 1 % of its time): a batch runs 3 writes past its
+ * bucket at most. */
+static struct tdax_range *batch_for(uint32_t idx, uint32_t gen, uint64_t rno, bool same)
+{
+	if (same && cur.writes < BATCH_WRITES && ((cur.writes & 3) || tdax_coarse_ns() < cur.until))
+		return cur.r;
+	uint64_t now = tdax_coarse_ns();
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	flush(now, &t);
+	if (same)
+		return cur.r;
+	cur.r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, true);
+	cur.key = key_of(idx, rno);
+	cur.fgen = gen;
+	return cur.r;
+}
+
+/* Does a write at off, of pages [first, last] of a file of ranges of 2^g
+ * pages, go into this thread's batch? Not if it spans ranges, if the
+ * policy may carry its range on (an append over its carry page), or if it
+ * comes from a signal handler amid a batch. */
+static bool batched(const struct tdax_file_rt *rt, uint32_t g, uint64_t off, uint64_t first,
+		    uint64_t last)
+{
+	if (first >> g != last >> g || cur.busy)
+		return false;
+	if (tdax_rt.policy != TDAX_POLICY_AHEAD)
+		return true;
+	uint64_t at = (first >> g << g) + tdax_track_carry_page(g);
+	return !(first <= at && at <= last &&
+		 off >= atomic_load_explicit(&rt->size_seen, memory_order_relaxed));
+}
+
+enum batched { AROUND, COLD, LOGGED };
+
+/* Are writes to r logged now (as far as the policy goes)? */
+static bool logs(const struct tdax_range *r)
+{
+	return tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed)) &&
+	       tdax_rt.policy != TDAX_POLICY_NEVER;
+}
+
+/* A write of len bytes at off, counted in this thread's batch if it goes
+ * there: COLD or LOGGED, as its range is; AROUND if it does not (nothing
+ * counted). With cold_only, a write to a logged range is not counted
+ * either (AROUND). */
+static enum batched batch_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len, bool cold_only)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
+	uint32_t g = tdax_file_gran(rt); /* G + 1; 0: the file's first tracked write */
+	if (!g || !batched(rt, g - 1, off, first, last))
+		return AROUND;
+	g--;
+	bool same = is_cur(idx, gen, first >> g);
+	if (cold_only && same && logs(cur.r))
+		return AROUND; /* a logged write's look, made cheap */
+	cur.busy = 1;
+	enum batched b = AROUND;
+	struct tdax_range *r = batch_for(idx, gen, first >> g, same);
+	if (r) {
+		b = logs(r) ? LOGGED : COLD;
+		if (b == COLD || !cold_only) {
+			uint64_t base = first >> g << g;
+			cur.writes++;
+			cur.pages += (uint32_t)(last - first + 1);
+			cur.dirty += tdax_track_fresh(&r->t, first - base, last - first + 1);
+			/* At once: a sync visits only the ranges noted (and
+			 * moves the range's last page back, for the next
+			 * write's fresh pages), whoever makes it. */
+			note_dirty(tdax_rt_of(idx), slot_of(r));
+		} else {
+			b = AROUND;
+		}
+	}
+	cur.busy = 0;
+	return b;
+}
+
+bool tdax_tracking_cold(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
+{
+	return tdax_rt.policy != TDAX_POLICY_ALWAYS && len && batch_write(idx, gen, off, len, true) == COLD;
+}
+
 bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 {
 	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
 		return true;
 	if (len == 0)
 		return false;
+	enum batched b = batch_write(idx, gen, off, len, false);
+	if (b != AROUND)
+		return b == LOGGED;
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
+	uint64_t now = tdax_coarse_ns();
+	/* Around the batch (or the file's first tracked write). */
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (!cur.busy)
+		flush(now, &t);
 	uint32_t g = gran_of(rt, &t);
-	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
-	uint64_t now = tdax_coarse_ns();
 	bool logged = true;
 	/* At the end the file had: its size is raised after this look. */
 	bool appends = tdax_rt.policy == TDAX_POLICY_AHEAD &&
@@ -77,8 +247,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 		uint64_t base = rno << g, p0 = first > base ? first : base;
 		uint64_t end = ((rno + 1) << g) - 1, p1 = last < end ? last : end;
 		tdax_track_write(&r->t, &t, now, p0 - base, p1 - p0 + 1);
-		note_dirty(rt, (uint32_t)(((char *)r - (dev->base + dev->sb->ranges_off)) /
-					  TDAX_RANGE_ENTRY_SIZE));
+		note_dirty(rt, slot_of(r));
 		if (appends)
 			carry(idx, gen, r, (uint32_t)rno, g, p0 - base, p1 - base, &t, now);
 		logged &= tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed));
@@ -95,6 +264,8 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 		return false; /* not tracked yet: nothing of it is upgraded */
 	g--;
 	uint64_t first = off >> TDAX_PAGE_SHIFT, last = (off + len - 1) >> TDAX_PAGE_SHIFT;
+	if (first >> g == last >> g && !cur.busy && is_cur(idx, gen, first >> g))
+		return tdax_range_logged(atomic_load_explicit(&cur.r->t.state, memory_order_relaxed));
 	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
 		struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, false);
 		if (!r || !tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed)))
@@ -125,6 +296,8 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 	tdax_control_get(dev, &t);
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t now = tdax_coarse_ns();
+	if (!cur.busy)
+		flush(now, &t); /* the thread's own writes count at its sync */
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
 	bool stream = tdax_tracking_stream(prev, now);
 	if (stream && !atomic_load_explicit(&rt->streamed, memory_order_relaxed))

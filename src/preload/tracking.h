@@ -16,6 +16,18 @@
  * range it touched is logged (the policy says: copy it into the device). */
 bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 
+/* The hooks' cold write (coherent_ops.c): if a write of len bytes at off
+ * goes to a range that is not logged, track it (as tdax_tracking_write)
+ * and say so; else (or if the cheap way cannot tell) track nothing and
+ * say no. */
+bool tdax_tracking_cold(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
+
+/* The policy's counts of this thread's last writes are added to their
+ * range in batches (tracking.c): flush adds them now (at exit), and a
+ * child of fork forgets its parent's. */
+void tdax_tracking_flush(void);
+void tdax_tracking_after_fork(void);
+
 /* Would a write of len bytes at off be logged now? Looks, tracks nothing:
  * a range the table does not have yet is not logged. */
 bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len);

@@ -13,9 +13,22 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static _Atomic int woken;
+static _Atomic bool wanted;
+
+void tdax_wake_want(void)
+{
+	if (!atomic_load_explicit(&wanted, memory_order_relaxed))
+		atomic_store(&wanted, true);
+}
+
+bool tdax_wake_wanted(void)
+{
+	return atomic_load_explicit(&wanted, memory_order_relaxed);
+}
 
 void tdax_wake(void)
 {
+	tdax_wake_want();
 	if (atomic_exchange(&woken, 1))
 		return;
 	pthread_mutex_lock(&lock);
@@ -23,7 +36,7 @@ void tdax_wake(void)
 	pthread_mutex_unlock(&lock);
 }
 
-void tdax_wake_wait(uint64_t timeout_ns)
+bool tdax_wake_wait(uint64_t timeout_ns)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -33,13 +46,15 @@ void tdax_wake_wait(uint64_t timeout_ns)
 	pthread_mutex_lock(&lock);
 	while (!atomic_load(&woken) && pthread_cond_timedwait(&cond, &lock, &ts) == 0)
 		;
-	atomic_store(&woken, 0);
+	bool was = atomic_exchange(&woken, 0);
 	pthread_mutex_unlock(&lock);
+	return was;
 }
 
 void tdax_wake_after_fork(void)
 {
 	atomic_store(&woken, 0);
+	atomic_store(&wanted, false);
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&cond, NULL);
 }

@@ -29,7 +29,19 @@ static _Atomic int running;
 #define SEAL_EVERY_NS 1000000000ull
 static _Atomic uint64_t sealed_ns; /* the last look */
 
-void tdax_writeback_pass(int all)
+/*
+ * The range table is looked over (jobs, re-evaluation, pressure) when the
+ * thread was woken for a job, under pressure, at `all`, and otherwise
+ * every SCAN_EVERY_NS: a look reads every entry of the table (16,384 by
+ * default), which at every 10 ms pass was 1 % of a CPU in every process
+ * (SQLite's WAL at synchronous=NORMAL: its largest cost under tdax).
+ * Re-evaluation needs no more: the windows move in buckets of 1/8 of them.
+ * A job that nobody woke for (its worker died) waits that long.
+ */
+#define SCAN_EVERY_NS 100000000ull
+static _Atomic uint64_t scanned_ns; /* the last look */
+
+static void pass(int all, bool woken)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	if (!tdax_watch_check())
@@ -61,7 +73,11 @@ void tdax_writeback_pass(int all)
 		}
 	}
 	tdax_checkpoint_removed(removed, nremoved);
-	tdax_tracking_work(pressure, tdax_checkpoint_file);
+	if (all || pressure || woken ||
+	    now - atomic_load_explicit(&scanned_ns, memory_order_relaxed) >= SCAN_EVERY_NS) {
+		atomic_store_explicit(&scanned_ns, now, memory_order_relaxed);
+		tdax_tracking_work(pressure, tdax_checkpoint_file);
+	}
 	bool sealed = false;
 	if (all || pressure || now - atomic_load_explicit(&sealed_ns, memory_order_relaxed) >= SEAL_EVERY_NS) {
 		atomic_store_explicit(&sealed_ns, now, memory_order_relaxed);
@@ -73,6 +89,11 @@ void tdax_writeback_pass(int all)
 	tdax_trace_flush();
 }
 
+void tdax_writeback_pass(int all)
+{
+	pass(all, false);
+}
+
 static void *thread_main(void *arg)
 {
 	(void)arg;
@@ -82,19 +103,18 @@ static void *thread_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
 	tdax_lease_thread_start();              /* but for a lease's break (lease.h) */
-	for (;;) {
-		tdax_wake_wait(tdax_rt.wb_interval_ns);
-		tdax_writeback_pass(0);
-	}
+	for (;;)
+		pass(0, tdax_wake_wait(tdax_rt.wb_interval_ns));
 	return NULL;
 }
 
-/* The first write starts the thread. No lock: a signal handler's write that
- * interrupts this one finds `running` set and goes on. */
+/* The first call once there is work (wake.h) starts the thread. No lock:
+ * a signal handler's write that interrupts this one finds `running` set and
+ * goes on. */
 void tdax_writeback_ensure(void)
 {
 	int idle = 0;
-	if (atomic_load_explicit(&running, memory_order_relaxed) ||
+	if (atomic_load_explicit(&running, memory_order_relaxed) || !tdax_wake_wanted() ||
 	    !atomic_compare_exchange_strong(&running, &idle, 1))
 		return;
 	pthread_t t;
@@ -106,6 +126,13 @@ void tdax_writeback_ensure(void)
 	if (pthread_create(&t, &a, thread_main, NULL) == 0)
 		pthread_setname_np(t, "tdax-writeback");
 	pthread_attr_destroy(&a);
+}
+
+void tdax_writeback_after_sync(void)
+{
+	tdax_writeback_ensure();
+	if (!atomic_load_explicit(&running, memory_order_relaxed))
+		tdax_stats_flush();
 }
 
 void tdax_writeback_after_fork(void)

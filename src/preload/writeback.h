@@ -8,8 +8,14 @@
 #ifndef TDAX_WRITEBACK_H
 #define TDAX_WRITEBACK_H
 
-/* Start the thread if it is not running in this process (after fork, too). */
+/* Start the thread if it is not running in this process (after fork, too)
+ * and it has work (wake.h). */
 void tdax_writeback_ensure(void);
+
+/* After a sync of a managed file: the thread, if the sync gave it work; a
+ * process that has no thread adds its counters into the device's here, as
+ * the thread's pass would (`tdax status` shows its syncs). */
+void tdax_writeback_after_sync(void);
 
 /* One pass, as the thread makes it (exit, tests). all: checkpoint every
  * file this process logged to, whatever its age. */

@@ -24,8 +24,8 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,raw-always,sqlite-wal,sqlite-delete,sqlite-delete-always,
-                                        redis,postgres,rocksdb]
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,
+                                        sqlite-delete-always,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -228,9 +228,13 @@ def start(app, d, oracle, device, env, tdax):
     # APP-always: the workload with every write logged, so that its
     # truncates are records, its files are created and removed with records
     # and its directory syncs are answered from the log (under the default
-    # policy, a file synced twice gets none).
-    policy = ["--policy", "always"] if app.endswith("-always") else []
-    app = app.removesuffix("-always")
+    # policy, a file synced twice gets none). APP-ahead: under the
+    # upgrade-ahead policy (an append stream's next range is upgraded before
+    # the stream reaches it, docs/policy.md).
+    policy = []
+    for name in ("always", "ahead"):
+        if app.endswith("-" + name):
+            policy, app = ["--policy", name], app.removesuffix("-" + name)
     pre = [tdax, "run", "--quiet", "--device", device] + policy + ["--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
@@ -383,7 +387,8 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "raw-always": check_raw, "sqlite-wal": check_sqlite, "sqlite-delete": check_sqlite,
+CHECK = {"raw": check_raw, "raw-always": check_raw, "raw-ahead": check_raw, "sqlite-wal": check_sqlite,
+         "sqlite-delete": check_sqlite,
          "sqlite-delete-always": check_sqlite, "redis": check_redis,
          "postgres": check_postgres, "rocksdb": check_rocksdb}
 
@@ -395,6 +400,8 @@ def round_(app, fault, seed, control, base):
     size = "8M" if fault == "cut-full" else "64M"  # cut-full: the log fills up, syncs fall back
     sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
        *(["--owner", "postgres"] if app == "postgres" else []))
+    if app.endswith("-ahead"):  # ranges of 2 pages: the appends carry every 4 KiB
+        sh(TDAX, "set", "--device", device, "granularity_order=1")
     oracle = base / "oracle"
     oracle.write_bytes(b"")  # the workload opens it without O_CREAT (workloads.open_oracle)
     disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
@@ -493,8 +500,8 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,raw-always,sqlite-wal,sqlite-delete,sqlite-delete-always,redis,"
-                    "postgres,rocksdb")
+    ap.add_argument("--apps", default="raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,"
+                    "sqlite-delete-always,redis,postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

@@ -106,3 +106,33 @@ print(light, flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     before = path.read_bytes()
     power_cut(dev, path)
     assert path.read_bytes() == before
+
+
+def test_a_write_the_hooks_make_to_a_cold_range_makes_the_next_sync_real(dev, diskdir):
+    """A write to a range that is not logged is made by the hook itself
+    (mode.h: kernel_before/kernel_after), at an offset or at the file
+    position, beside ranges of the file that are upgraded: each must make
+    the file uncovered, so that the sync after it is real and the bytes
+    survive a power cut."""
+    run(TDAX, "set", "--device", dev, "granularity_order=2", check=0)
+    path = diskdir / "db"
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"a" * 65536); os.fsync(fd)
+light, i = 0, 0
+while light < 20:
+    os.pwrite(fd, b"%06d" % i, 100); i += 1
+    t = time.perf_counter(); os.fdatasync(fd)
+    light += time.perf_counter() - t < 50e-6
+    assert i < 50000, "range 0 was never upgraded"
+os.pwrite(fd, b"Z" * 100, 40000); os.fdatasync(fd)
+os.lseek(fd, 50000, os.SEEK_SET); os.write(fd, b"Y" * 100); os.fdatasync(fd)
+print("done", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, policy="thesis", check=None)
+    assert p.returncode == -9 and p.stdout.strip() == "done", (p.stdout, p.stderr)
+    power_cut(dev, path)
+    data = path.read_bytes()
+    assert data[40000:40100] == b"Z" * 100, "a cold write at an offset was lost"
+    assert data[50000:50100] == b"Y" * 100, "a cold write at the file position was lost"

@@ -81,6 +81,36 @@ def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir, 
     assert c["upgrades"] >= 1 and c["light_syncs"] > c["real_syncs"]
 
 
+# One thread appends, another syncs after each append (PostgreSQL's WAL
+# writer and backends are the same across processes).
+WRITER_AND_SYNCER = r"""
+import os, sys, threading, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+wrote, synced = threading.Semaphore(0), threading.Semaphore(0)
+light = 0
+def syncer():
+    global light
+    for i in range(3000):
+        wrote.acquire()
+        t = time.perf_counter(); os.fdatasync(fd)
+        light += time.perf_counter() - t < 50e-6
+        synced.release()
+t = threading.Thread(target=syncer); t.start()
+for i in range(3000):
+    os.write(fd, b"z" * 100); wrote.release(); synced.acquire()
+t.join()
+print(light)
+"""
+
+
+def test_a_stream_written_by_one_thread_and_synced_by_another_is_upgraded(dev, diskdir):
+    """A writer's counts reach its range in batches (tracking.c); the
+    syncer's syncs must still see the range dirty and count its writebacks."""
+    p = run(TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", WRITER_AND_SYNCER,
+            diskdir / "wal", env=TDAX_ENV, check=0)
+    assert int(p.stdout) > 2500, (p.stdout, info(dev)["counters"])
+
+
 def test_tunable_change_reaches_a_running_process(dev, diskdir, spawn):
     """U=100 can never be exceeded: nothing is upgraded. Lowered while the
     process runs, its next syncs upgrade the range."""

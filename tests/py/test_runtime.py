@@ -497,6 +497,31 @@ def test_an_idle_process_keeps_its_background_pass_cheap(dev, diskdir):
     assert after - before <= 10, f"{after - before} reads in 2 s of idling"
 
 
+KERNEL_ONLY = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(2):
+    os.write(fd, b"x" * 100); os.fdatasync(fd)
+for i in range(1000):
+    os.write(fd, b"y" * 100)
+os.fdatasync(fd)
+print(len(os.listdir("/proc/self/task")), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_with_nothing_for_the_background_stays_single_threaded(dev, diskdir):
+    """A process whose file is registered (a sync stream) but whose writes
+    all went to the kernel has no write-back work: no tdax thread is
+    started (a thread makes every libc call of the process a cancellation
+    point's), and its counters still reach the device, at its syncs."""
+    with started(dev, KERNEL_ONLY, diskdir / "f", policy="thesis") as p:
+        threads = p.stdout.readline().strip()
+        c = info(dev)["counters"]
+    assert threads == "1", (threads, p.stderr.read() if p.poll() is not None else "")
+    assert c["real_syncs"] >= 3 and c["unlogged_writes"] >= 1000, c
+
+
 def test_missing_device_is_an_error_for_run(diskdir):
     # tdax never keeps the application from running: it runs without tdax, and says so
     p = run(TDAX, "run", "--device", "/dev/shm/tdax-absent", "--", "/bin/true", check=0)
