@@ -88,6 +88,11 @@ static bool move(struct tdax_range_track *r, uint32_t from, uint32_t to)
 	return true;
 }
 
+static uint32_t clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
 bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_track *next,
 		      const struct tdax_tunables *t, uint64_t now)
 {
@@ -95,11 +100,30 @@ bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_tra
 		return false;
 	if (!move(next, TDAX_R_NONE, TDAX_R_TO_UPGRADE))
 		return false;
-	uint64_t wr = tdax_window_sum(&from->wr, t->wr_window_ns, now);
-	uint64_t wb = tdax_window_sum(&from->wb, t->wb_window_ns, now);
-	tdax_window_add(&next->wr, t->wr_window_ns, now, wr > UINT32_MAX ? UINT32_MAX : (uint32_t)wr);
-	tdax_window_add(&next->wb, t->wb_window_ns, now, wb > UINT32_MAX ? UINT32_MAX : (uint32_t)wb);
+	tdax_window_add(&next->wr, t->wr_window_ns, now,
+			clamp32(tdax_window_sum(&from->wr, t->wr_window_ns, now)));
+	tdax_window_add(&next->wb, t->wb_window_ns, now,
+			clamp32(tdax_window_sum(&from->wb, t->wb_window_ns, now)));
 	return true;
+}
+
+void tdax_track_bequeath(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+			 struct tdax_track_legacy *out)
+{
+	uint32_t s = atomic_load(&r->state);
+	out->writes = clamp32(tdax_window_sum(&r->wr, t->wr_window_ns, now));
+	out->writebacks = clamp32(tdax_window_sum(&r->wb, t->wb_window_ns, now));
+	out->upgraded = s == TDAX_R_UPGRADED || s == TDAX_R_TO_UPGRADE || s == TDAX_R_UPGRADING;
+}
+
+bool tdax_track_inherit(struct tdax_range_track *r, const struct tdax_track_legacy *l,
+			const struct tdax_tunables *t, uint64_t now)
+{
+	if (atomic_load(&r->state) != TDAX_R_NONE || tdax_window_sum(&r->wr, t->wr_window_ns, now))
+		return false; /* not a range nothing has touched */
+	tdax_window_add(&r->wr, t->wr_window_ns, now, l->writes);
+	tdax_window_add(&r->wb, t->wb_window_ns, now, l->writebacks);
+	return l->upgraded && move(r, TDAX_R_NONE, TDAX_R_UPGRADED);
 }
 
 /* The thesis' decision (listing 5.1) on the current metric. */

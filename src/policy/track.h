@@ -82,6 +82,27 @@ void tdax_track_count(struct tdax_range_track *r, const struct tdax_tunables *t,
 bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_track *next,
 		      const struct tdax_tunables *t, uint64_t now);
 
+/*
+ * Heirs (beyond the thesis). A file made anew at the name of one just
+ * removed -- SQLite's rollback journal, SQLite's default, is created,
+ * written, synced twice and unlinked in every transaction -- starts on the
+ * kernel path with empty counts every time: it never reaches F writes and
+ * its syncs stay real. So the removed file's first range leaves what the
+ * policy knew of it (bequeath: its counts at now and whether it was
+ * logged or marked to be), and the new file's first range takes it up
+ * (inherit, into a range nothing has touched): the counts, and the
+ * upgrade -- at once, since a new empty file has nothing a job would move.
+ * True if `r` was upgraded.
+ */
+struct tdax_track_legacy {
+	uint32_t writes, writebacks;
+	bool upgraded;
+};
+void tdax_track_bequeath(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+			 struct tdax_track_legacy *out);
+bool tdax_track_inherit(struct tdax_range_track *r, const struct tdax_track_legacy *l,
+			const struct tdax_tunables *t, uint64_t now);
+
 static inline uint64_t tdax_track_carry_page(uint32_t gran_order)
 {
 	uint64_t pages = (uint64_t)1 << gran_order;

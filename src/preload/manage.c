@@ -13,6 +13,7 @@
 #include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -165,16 +166,18 @@ static uint16_t fd_flags(int flags)
  * file has an entry already (the descriptor joins it), nor when its writes
  * must be durable at once (O_SYNC, O_DSYNC), every write is to be logged
  * (policy always) or traced (a trace has every write of every file opened
- * for writing), or the process cannot see its own writes (io_uring).
- * The count of registrations is read before the index: an entry made
- * after the look moves it.
+ * for writing), the process cannot see its own writes (io_uring), or the
+ * file is made at the name of a removed one whose stream it takes up
+ * (tracking.h: heirs). The count of registrations is read before the
+ * index: an entry made after the look moves it.
  */
-static bool may_wait(int flags, const struct stat *st, uint32_t *count)
+static bool may_wait(const char *path_or_null, int flags, const struct stat *st, uint32_t *count)
 {
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
 	return !(flags & O_DSYNC) && tdax_rt.policy != TDAX_POLICY_ALWAYS && !tdax_tracing &&
 	       !tdax_rt.blind &&
-	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
+	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino) &&
+	       !(path_or_null && (flags & O_CREAT) && st->st_size == 0 && tdax_tracking_is_heir(path_or_null));
 }
 
 /* tdax_manage of a number that has no entry now. */
@@ -185,7 +188,7 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	bool created;
 	if (!qualifies(fd, flags, &st))
 		return false;
-	if (may_wait(flags, &st, &count)) {
+	if (may_wait(path_or_null, flags, &st, &count)) {
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
 			.mode = TDAX_MODE_UNREGISTERED,
@@ -209,6 +212,8 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		      tdax_coherent_created(fd, idx, gen, (uint32_t)st.st_mode & 07777);
 	if (logged) {
 		atomic_fetch_sub(&rt->uncovered, 1);
+		if (path_or_null)
+			tdax_tracking_inherit(idx, gen, path_or_null);
 	} else if (created || seen != (uint64_t)st.st_size) {
 		/* New to tdax, or changed by someone tdax did not see. */
 		atomic_store(&rt->size_seen, (uint64_t)st.st_size);

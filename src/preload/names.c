@@ -8,6 +8,7 @@
 #include "preload/coherent.h"
 #include "preload/dirsync.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 #include "preload/writeback.h"
 
 #include <errno.h>
@@ -149,8 +150,10 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	int fd = tdax_checkpoint_open(dirfd, path, false, &plus1, &gen);
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
-	if (fd >= 0)
+	if (fd >= 0) {
 		tdax_checkpoint_unnaming(plus1 - 1, gen);
+		tdax_tracking_removed(plus1 - 1, gen, path); /* a new file here may take up its stream */
+	}
 	struct tdax_dir_look dir;
 	tdax_dirsync_look(dirfd, path, &dir);
 	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);

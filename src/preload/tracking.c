@@ -274,6 +274,93 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	return true;
 }
 
+/*
+ * Heirs (policy/track.h): the names whose file was removed after a sync
+ * stream, with what the policy knew of its first range, for a new file at
+ * the same name. Per process (a journal is made and removed by the process
+ * that uses it), a few names, keyed by the name as the application gave it
+ * (a name that happens to match another's costs logged writes, never a
+ * byte); forgotten after the writeback window, as a stream is.
+ */
+#define HEIRS 8
+static struct heir {
+	_Atomic uint64_t key; /* hash of the name; 0: free */
+	struct tdax_track_legacy legacy;
+	uint64_t last_sync_ns;
+} heirs[HEIRS];
+static _Atomic uint32_t heirs_next;
+
+static uint64_t name_key(const char *name)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+static bool heir_policy(void)
+{
+	return tdax_rt.policy == TDAX_POLICY_THESIS || tdax_rt.policy == TDAX_POLICY_AHEAD;
+}
+
+void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (!heir_policy() || !atomic_load(&rt->streamed))
+		return;
+	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, false);
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	struct heir *h = &heirs[atomic_fetch_add(&heirs_next, 1) % HEIRS];
+	atomic_store(&h->key, 0); /* (two threads at one slot: the last one's, or none) */
+	h->legacy = (struct tdax_track_legacy){ 0, 0, false }; /* no range yet: its stream alone */
+	if (r)
+		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), &h->legacy);
+	h->last_sync_ns = atomic_load(&rt->last_sync_ns);
+	atomic_store(&h->key, name_key(name));
+}
+
+/* The heir slot of name, if its predecessor synced within the window. */
+static struct heir *heir_of(const char *name, uint64_t now)
+{
+	uint64_t k = name_key(name);
+	for (int i = 0; i < HEIRS; i++)
+		if (atomic_load(&heirs[i].key) == k &&
+		    tdax_tracking_stream(heirs[i].last_sync_ns, now))
+			return &heirs[i];
+	return NULL;
+}
+
+bool tdax_tracking_is_heir(const char *name)
+{
+	return heir_policy() && heir_of(name, tdax_coarse_ns()) != NULL;
+}
+
+void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)
+{
+	uint64_t now = tdax_coarse_ns();
+	struct heir *h = heir_policy() ? heir_of(name, now) : NULL;
+	if (!h)
+		return;
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	struct tdax_track_legacy legacy = h->legacy;
+	uint64_t last = h->last_sync_ns;
+	atomic_store(&h->key, 0); /* one heir per removal */
+	gran_of(rt, &t);
+	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, true);
+	if (!r)
+		return;
+	/* Its stream goes on: a first sync within the window of the removed
+	 * file's last one counts its writebacks. */
+	uint64_t none = 0;
+	atomic_compare_exchange_strong(&rt->last_sync_ns, &none, last);
+	atomic_store(&rt->streamed, 1);
+	if (tdax_track_inherit(&r->t, &legacy, &t, now))
+		tdax_count(TDAX_ST_UPGRADES, 1);
+}
+
 static bool belongs(const struct tdax_range *r, uint32_t idx, uint32_t gen)
 {
 	uint64_t k = atomic_load(&r->key);

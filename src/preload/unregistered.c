@@ -87,8 +87,14 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange_explicit(&tdax_fds[fd].synced_ns, now, memory_order_relaxed);
 	const struct tdax_fd *r = tdax_tracking_stream(prev, now) ? register_now(fd) : joined(fd, e);
-	if (r)
+	if (r) {
+		/* The stream that registered it goes on in its entry: this sync
+		 * is its second (the policy counts its writebacks). */
+		uint64_t none = 0;
+		if (prev)
+			atomic_compare_exchange_strong(&tdax_rt_of(r->file_plus1 - 1)->last_sync_ns, &none, prev);
 		return tdax_coherent_sync(fd, r, datasync);
+	}
 	tdax_count(TDAX_ST_REAL_SYNCS, 1);
 	return tdax_mode_real_sync(fd, datasync);
 }

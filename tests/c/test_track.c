@@ -201,6 +201,46 @@ TEST(an_upgraded_range_carries_its_state_into_the_next_one)
 	CHECK(next.downgrades == 1 && atomic_load(&next.r.state) == TDAX_R_NONE);
 }
 
+TEST(a_new_file_at_a_removed_ones_name_takes_up_its_stream)
+{
+	/* Heirs: the first range of a removed file leaves its counts and its
+	 * upgrade; the untouched first range of a new file takes them up, the
+	 * upgrade at once (nothing to move in a new empty file). */
+	struct sim s, heir, touched;
+	sim_init(&s);
+	sim_init(&heir);
+	sim_init(&touched);
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 200; i++, now += 100 * US) {
+		wr(&s, now, (uint64_t)i / 32, 1);
+		sync_at(&s, now + 10 * US);
+	}
+	CHECK(atomic_load(&s.r.state) == TDAX_R_UPGRADED);
+	struct tdax_track_legacy l;
+	tdax_track_bequeath(&s.r, &T, now, &l);
+	CHECK(l.upgraded && l.writes == tdax_window_sum(&s.r.wr, T.wr_window_ns, now));
+	CHECK(tdax_track_inherit(&heir.r, &l, &T, now));
+	CHECK(atomic_load(&heir.r.state) == TDAX_R_UPGRADED);
+	CHECK(tdax_track_metric(&heir.r, &T, now) == tdax_track_metric(&s.r, &T, now));
+	reeval(&heir, now + 100 * MS);
+	CHECK(atomic_load(&heir.r.state) == TDAX_R_UPGRADED); /* not idle: the stream's counts */
+	/* A range written already is no heir: it keeps what it has. */
+	wr(&touched, now, 0, 1);
+	CHECK(!tdax_track_inherit(&touched.r, &l, &T, now));
+	CHECK(atomic_load(&touched.r.state) == TDAX_R_NONE &&
+	      tdax_window_sum(&touched.r.wr, T.wr_window_ns, now) == 1);
+	/* A stream that was not upgraded leaves its counts only. */
+	struct sim plain, heir2;
+	sim_init(&plain);
+	sim_init(&heir2);
+	wr(&plain, now, 0, 3);
+	tdax_track_bequeath(&plain.r, &T, now, &l);
+	CHECK(!l.upgraded && l.writes == 3);
+	CHECK(!tdax_track_inherit(&heir2.r, &l, &T, now));
+	CHECK(atomic_load(&heir2.r.state) == TDAX_R_NONE &&
+	      tdax_window_sum(&heir2.r.wr, T.wr_window_ns, now) == 3);
+}
+
 TEST(the_carry_page_starts_the_last_quarter)
 {
 	CHECK(tdax_track_carry_page(9) == 384);

@@ -25,7 +25,7 @@ control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,
-                                        sqlite-delete-always,redis,postgres,rocksdb]
+                                        sqlite-delete-always,sqlite-delete-heirs,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -230,11 +230,14 @@ def start(app, d, oracle, device, env, tdax):
     # and its directory syncs are answered from the log (under the default
     # policy, a file synced twice gets none). APP-ahead: under the
     # upgrade-ahead policy (an append stream's next range is upgraded before
-    # the stream reaches it, docs/policy.md).
+    # the stream reaches it, docs/policy.md). APP-heirs: under the default
+    # policy with U = 35, so that each new rollback journal takes up the
+    # upgrade of the one removed before it (docs/policy.md, "Heirs").
     policy = []
     for name in ("always", "ahead"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
+    app = app.removesuffix("-heirs")
     pre = [tdax, "run", "--quiet", "--device", device] + policy + ["--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
@@ -388,9 +391,9 @@ def check_rocksdb(d, oracle):
 
 
 CHECK = {"raw": check_raw, "raw-always": check_raw, "raw-ahead": check_raw, "sqlite-wal": check_sqlite,
-         "sqlite-delete": check_sqlite,
-         "sqlite-delete-always": check_sqlite, "redis": check_redis,
-         "postgres": check_postgres, "rocksdb": check_rocksdb}
+         "sqlite-delete": check_sqlite, "sqlite-delete-always": check_sqlite,
+         "sqlite-delete-heirs": check_sqlite, "redis": check_redis, "postgres": check_postgres,
+         "rocksdb": check_rocksdb}
 
 
 def round_(app, fault, seed, control, base):
@@ -400,6 +403,8 @@ def round_(app, fault, seed, control, base):
     size = "8M" if fault == "cut-full" else "64M"  # cut-full: the log fills up, syncs fall back
     sh(TDAX, "device", "create", "--device", device, "--size", size, "--force", "--segment-size", "256K",
        *(["--owner", "postgres"] if app == "postgres" else []))
+    if app.endswith("-heirs"):  # the journals' M is 40: upgraded from U = 35 on
+        sh(TDAX, "set", "--device", device, "upgrade_threshold=35")
     if app.endswith("-ahead"):  # ranges of 2 pages: the appends carry every 4 KiB
         sh(TDAX, "set", "--device", device, "granularity_order=1")
     oracle = base / "oracle"
@@ -501,7 +506,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--apps", default="raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,"
-                    "sqlite-delete-always,redis,postgres,rocksdb")
+                    "sqlite-delete-always,sqlite-delete-heirs,redis,postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

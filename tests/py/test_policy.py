@@ -111,6 +111,36 @@ def test_a_stream_written_by_one_thread_and_synced_by_another_is_upgraded(dev, d
     assert int(p.stdout) > 2500, (p.stdout, info(dev)["counters"])
 
 
+# A journal as SQLite's rollback mode makes one in every transaction:
+# created at the same name, written, synced twice, closed and unlinked.
+JOURNALS = r"""
+import os, sys, time
+d, light = sys.argv[1], 0
+j = os.path.join(d, "db-journal")
+for i in range(300):
+    fd = os.open(j, os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, b"p" * 4096, 0); os.pwrite(fd, b"q" * 4096, 4096)
+    t = time.perf_counter(); os.fdatasync(fd); light += time.perf_counter() - t < 50e-6
+    os.pwrite(fd, b"h" * 12, 0)
+    t = time.perf_counter(); os.fdatasync(fd); light += time.perf_counter() - t < 50e-6
+    os.close(fd)
+    os.unlink(j)
+print(light)
+"""
+
+
+def test_a_file_made_anew_at_a_removed_streams_name_takes_up_its_upgrade(dev, diskdir):
+    """Each journal alone never reaches F writes: without heirs every sync
+    is real. A new file at the name of one removed after a sync stream
+    takes up its counts and its upgrade (policy/track.h: heirs), so the
+    journals after the first few are logged from their creation."""
+    p = run(TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", JOURNALS, diskdir,
+            env=TDAX_ENV, check=0)
+    c = info(dev)["counters"]
+    assert int(p.stdout) > 550, (p.stdout, c)
+    assert c["logged_creates"] >= 290 and c["upgrades"] >= 290, c
+
+
 def test_tunable_change_reaches_a_running_process(dev, diskdir, spawn):
     """U=100 can never be exceeded: nothing is upgraded. Lowered while the
     process runs, its next syncs upgrade the range."""
