@@ -143,11 +143,11 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
 }
 
-void tdax_coherent_cold_wrote(const struct tdax_fd *e, uint64_t off, size_t r)
+void tdax_coherent_unlogged(const struct tdax_fd *e, uint64_t off, size_t r, bool blind)
 {
 	uint32_t idx = e->file_plus1 - 1;
 	if (tdax_tracing)
-		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);
+		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, blind);
 	atomic_fetch_add(&tdax_rt_of(idx)->uncovered, 1);
 	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
 }

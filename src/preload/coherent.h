@@ -58,9 +58,10 @@ void tdax_coherent_write_end(const struct tdax_fd *e);
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			       int iovcnt, size_t r, bool tracked);
 
-/* A write the policy counted as cold (tdax_tracking_cold) put r bytes at
- * off (at the file position: an estimate): the file is uncovered. */
-void tdax_coherent_cold_wrote(const struct tdax_fd *e, uint64_t off, size_t r);
+/* A write that is not logged reached the kernel: the file is uncovered. A
+ * cold one (tdax_tracking_cold) put r bytes at off (at the file position:
+ * an estimate); blind: one whose place tdax does not know (off, r: 0). */
+void tdax_coherent_unlogged(const struct tdax_fd *e, uint64_t off, size_t r, bool blind);
 
 /*
  * Cold writes: writes at the file position to a range that is not logged,

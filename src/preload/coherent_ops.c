@@ -22,12 +22,10 @@
 #include <linux/falloc.h>
 #include <unistd.h>
 
+/* A write whose place tdax does not know went to the kernel. */
 static void unlogged(const struct tdax_fd *e)
 {
-	if (tdax_tracing)
-		tdax_trace_event(TDAX_TR_WRITE, e->file_plus1 - 1, 0, 0, 1);
-	atomic_fetch_add(&tdax_rt_of(e->file_plus1 - 1)->uncovered, 1);
-	tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);
+	tdax_coherent_unlogged(e, 0, 0, true);
 }
 
 /*
@@ -75,6 +73,16 @@ static ssize_t finish_write(int fd, const struct tdax_fd *e, ssize_t r, bool dsy
 	    sync_(fd, e, !(sync || (e->flags & TDAX_FD_SYNC))) != 0)
 		return -1;
 	return r;
+}
+
+/* Where a write at the file position of fd is expected to land: where the
+ * descriptor's last write ended or lseek() put it; at the end (at_end:
+ * O_APPEND), at least the size tdax last saw. */
+static uint64_t estimate(int fd, const struct tdax_file_rt *rt, bool at_end)
+{
+	uint64_t est = atomic_load_explicit(&tdax_fds[fd].pos, memory_order_relaxed);
+	uint64_t seen = atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
+	return at_end && seen > est ? seen : est;
 }
 
 /* This thread is inside positional(), holding its file's position lock. */
@@ -152,10 +160,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	}
 	bool at_end = (rwf & RWF_APPEND) || ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND));
 	if (!e->twin_plus1) {
-		uint64_t est = atomic_load_explicit(&tdax_fds[fd].pos, memory_order_relaxed);
-		uint64_t seen = atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
-		if (at_end && seen > est)
-			est = seen;
+		uint64_t est = estimate(fd, rt, at_end);
 		/* Tracked here, where it is expected to land: a write to a
 		 * range that is not logged needs nothing more of the policy. */
 		if ((e->flags & TDAX_FD_NOLOG) || atomic_load_explicit(&rt->unmanaged, memory_order_relaxed) ||
@@ -249,10 +254,7 @@ static bool kernel_before(int fd, const struct tdax_fd *e, off_t off, size_t len
 			return false; /* Linux puts it at the end, not at off */
 		*at = (uint64_t)off;
 	} else {
-		*at = atomic_load_explicit(&tdax_fds[fd].pos, memory_order_relaxed);
-		uint64_t seen = atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
-		if ((e->flags & TDAX_FD_APPEND) && seen > *at)
-			*at = seen;
+		*at = estimate(fd, rt, e->flags & TDAX_FD_APPEND);
 	}
 	if (!tdax_tracking_cold(e->file_plus1 - 1, e->gen, *at, len))
 		return false;
@@ -269,7 +271,7 @@ static ssize_t kernel_after(int fd, const struct tdax_fd *e, off_t off, uint64_t
 	if (r > 0) {
 		if (off < 0)
 			atomic_store_explicit(&tdax_fds[fd].pos, at + (uint64_t)r, memory_order_relaxed);
-		tdax_coherent_cold_wrote(e, at, (size_t)r);
+		tdax_coherent_unlogged(e, at, (size_t)r, false);
 		tdax_writeback_ensure();
 	}
 	if (off < 0)

@@ -116,9 +116,10 @@ static void flush(uint64_t now, const struct tdax_tunables *t)
 void tdax_tracking_flush(void)
 {
 	struct tdax_tunables t;
+	if (cur.busy)
+		return;
 	tdax_control_get(tdax_rt.dev, &t);
-	if (!cur.busy)
-		flush(tdax_coarse_ns(), &t);
+	flush(tdax_coarse_ns(), &t);
 }
 
 void tdax_tracking_after_fork(void)
@@ -250,9 +251,9 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 		note_dirty(rt, slot_of(r));
 		if (appends)
 			carry(idx, gen, r, (uint32_t)rno, g, p0 - base, p1 - base, &t, now);
-		logged &= tdax_range_logged(atomic_load_explicit(&r->t.state, memory_order_relaxed));
+		logged &= logs(r);
 	}
-	return logged && tdax_rt.policy != TDAX_POLICY_NEVER;
+	return logged;
 }
 
 bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
