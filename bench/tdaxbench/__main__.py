@@ -49,7 +49,7 @@ def args():
     ap.add_argument("suite", choices=list(SUITES) + ["all"])
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
     ap.add_argument("--policies", default="thesis", help="tdax policies to run, comma-separated "
-                    "(thesis, ahead, always, never; default thesis)")
+                    "(thesis, adaptive, always, never; default thesis)")
     ap.add_argument("--quick", action="store_true", help="small runs (make bench)")
     ap.add_argument("--out", help="results directory (default results/<suite>-<time>)")
     ap.add_argument("--only", help="run only configs whose name contains this")
@@ -73,7 +73,7 @@ def args():
             setattr(a, k, quick if q else full)
     a.policies = [p for p in a.policies.split(",") if p]
     for p in a.policies:
-        if p not in ("thesis", "ahead", "always", "never"):
+        if p not in ("thesis", "adaptive", "always", "never"):
             ap.error(f"unknown policy {p}")
     return a
 

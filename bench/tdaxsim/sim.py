@@ -10,7 +10,7 @@ import ctypes
 from collections import defaultdict, deque
 
 from . import ctrack
-from .trace import CREATE, KERNEL_ONLY, META, OPEN, REAL, SYNC, WRITE
+from .trace import CREATE, KERNEL_ONLY, META, METADATA, OPEN, REAL, SYNC, WRITE
 
 PAGE = 12
 REC = 64  # record header bytes
@@ -26,6 +26,8 @@ class File:
         self.syncs = 0
         self.first_sync_t = None
         self.upgraded_at = None  # (time, syncs) of its first upgrade
+        self.downgraded_after = []  # time from its last sync to each downgrade
+        self.born_logged = False  # its creation is a record (an heir born upgraded)
 
 
 # ---- policies ---------------------------------------------------------------
@@ -41,6 +43,11 @@ class Always:
 
     def forget(self, fid):
         pass
+
+    def created(self, fid, f, t):
+        """A new file fid was created empty at t: True if the policy logs
+        its creation (the file starts upgraded)."""
+        return False
 
     def write(self, fid, f, off, n, t):
         return True
@@ -60,7 +67,10 @@ class Never(Always):
 
 
 class Thesis(Always):
-    """src/policy/track.c through ctypes, fed as src/preload/tracking.c feeds it."""
+    """src/policy/track.c through ctypes, fed as src/preload/tracking.c feeds it,
+    heirs included (a file created at the name of one that had a sync stream
+    takes up its first range's counts and upgrade, docs/policy.md; the trace
+    has no unlinks, so a create at the name stands for the removal)."""
     name = "thesis"
 
     def __init__(self, sim, job_latency_ns=100_000):
@@ -73,6 +83,7 @@ class Thesis(Always):
         self.gran = {}
         self.dirty = defaultdict(set)
         self.down_at = {}                # (file, rno) -> time of the last downgrade
+        self.streams = {}                # name -> the last file of that name with a sync stream
 
     def forget(self, fid):
         for key in [k for k in self.ranges if k[0] == fid]:
@@ -80,6 +91,30 @@ class Thesis(Always):
         self.gran.pop(fid, None)
         self.dirty.pop(fid, None)
         self.pending = [p for p in self.pending if p[1] != fid]
+
+    def decided_on(self, r, t):
+        """The tunables range r is decided on at t (policy/track.h)."""
+        return self.t
+
+    def stream(self, f, t):
+        return f.last_sync is not None and t - f.last_sync <= self.t.wb_window_ns
+
+    def created(self, fid, f, t):
+        name = self.sim.trace.names.get(fid)
+        prev = self.streams.get(name)
+        pf = self.sim.files.get(prev) if prev != fid else None
+        if pf is None or not self.stream(pf, t):
+            return False
+        legacy = ctrack.Legacy()
+        if (prev, 0) in self.ranges:
+            self.lib.tdax_track_bequeath(ctypes.byref(self.ranges[(prev, 0)]), ctypes.byref(self.t), t,
+                                         ctypes.byref(legacy))
+        del self.streams[name]  # one heir per removal
+        self.forget(prev)  # removed: its ranges are gone with its entry
+        f.last_sync = pf.last_sync  # its stream goes on
+        self.gran.setdefault(fid, self.t.gran_order)
+        return bool(self.lib.tdax_track_inherit(ctypes.byref(self.range(fid, 0)), ctypes.byref(legacy),
+                                                ctypes.byref(self.t), t))
 
     def range(self, fid, rno):
         key = (fid, rno)
@@ -109,10 +144,12 @@ class Thesis(Always):
         return logged
 
     def sync(self, fid, f, t):
-        stream = f.last_sync is not None and t - f.last_sync <= self.t.wb_window_ns
+        stream = self.stream(f, t)
+        if stream:
+            self.streams[self.sim.trace.names.get(fid)] = fid
         for rno in self.dirty.pop(fid, ()):
             r = self.range(fid, rno)
-            if self.lib.tdax_track_sync(ctypes.byref(r), ctypes.byref(self.t), t, stream):
+            if self.lib.tdax_track_sync(ctypes.byref(r), ctypes.byref(self.decided_on(r, t)), t, stream):
                 self.pending.append((t + self.latency, fid, rno))
 
     def due(self, t):
@@ -135,7 +172,7 @@ class Thesis(Always):
         lowest = None
         for (fid, rno), r in list(self.ranges.items()):
             if r.state == ctrack.UPGRADED:
-                self.lib.tdax_track_reevaluate(ctypes.byref(r), ctypes.byref(self.t), t)
+                self.lib.tdax_track_reevaluate(ctypes.byref(r), ctypes.byref(self.decided_on(r, t)), t)
             self.job(fid, rno, r, t)
             if pressure and r.state == ctrack.UPGRADED:
                 m = max(0, self.lib.tdax_track_metric(ctypes.byref(r), ctypes.byref(self.t), t))
@@ -149,14 +186,16 @@ class Thesis(Always):
                 self.job(fid, rno, r, t)
 
 
-class Ahead(Thesis):
-    """The runtime's policy "ahead" (src/policy/track.h, tdax_track_carry):
-    the thesis policy plus upgrade-ahead. An append (a write at the file's
-    end) that reaches the carry page of an upgraded range carries the
-    range's state, its counts and an upgrade, into the next range, so an
-    append stream does not start every range on the kernel path (the
-    weakness of small G, thesis section 6.3)."""
-    name = "ahead"
+class Adaptive(Thesis):
+    """The runtime's policy "adaptive" (src/policy/track.h): the thesis
+    policy with thresholds of its own per range (tdax_track_adapt: lower for
+    a steady sync stream, higher as the device fills), and upgrade-ahead
+    (tdax_track_carry): an append (a write at the file's end) that reaches
+    the carry page of an upgraded range carries the range's state, its
+    counts and an upgrade, into the next range, so an append stream does
+    not start every range on the kernel path (the weakness of small G,
+    thesis section 6.3)."""
+    name = "adaptive"
 
     def __init__(self, sim):
         super().__init__(sim)
@@ -165,6 +204,12 @@ class Ahead(Thesis):
     def forget(self, fid):
         super().forget(fid)
         self.end.pop(fid, None)
+
+    def decided_on(self, r, t):
+        own = ctrack.Tunables()
+        fill = min(100, 100 * self.sim.live // self.sim.capacity) if self.sim.capacity else 100
+        self.lib.tdax_track_adapt(ctypes.byref(r), ctypes.byref(self.t), t, fill, ctypes.byref(own))
+        return own
 
     def write(self, fid, f, off, n, t):
         appends = off >= self.end.get(fid, 0)
@@ -264,7 +309,7 @@ class Bandwidth(Always):
         self.up = chosen
 
 
-POLICIES = {p.name: p for p in (Thesis, Always, Never, FsyncStreak, Bandwidth, Ahead)}
+POLICIES = {p.name: p for p in (Thesis, Always, Never, FsyncStreak, Bandwidth, Adaptive)}
 
 # ---- the simulator ----------------------------------------------------------
 
@@ -297,6 +342,9 @@ class Sim:
 
     def downgraded(self, fid, t):
         self.c["downgrades"] += 1
+        f = self.files[fid]
+        if f.last_sync is not None:
+            f.downgraded_after.append(t - f.last_sync)
         self.checkpoint(fid)
 
     def checkpoint(self, fid):
@@ -335,12 +383,16 @@ class Sim:
             if e.kind == OPEN:
                 self.gens[e.file] = e.off
                 if e.flags & CREATE:
-                    f.uncovered = True
+                    f.born_logged = self.policy.created(e.file, f, e.t)
+                    f.uncovered = not f.born_logged
+            elif e.kind == META and f.born_logged and e.flags == METADATA:
+                pass  # the creation the traced run made on the kernel path is a record here
             elif e.kind == META:
                 f.uncovered = True
                 if e.flags in KERNEL_ONLY:
                     f.kernel_only = True
             elif e.kind == WRITE:
+                f.born_logged = False
                 self.c["writes"] += 1
                 self.c["bytes_written"] += e.length
                 logged = not e.flags and not f.kernel_only and self.policy.write(e.file, f, e.off, e.length, e.t)
@@ -357,6 +409,7 @@ class Sim:
                     f.uncovered = True
                     self.c["log_full"] += logged and not room
             elif e.kind == SYNC:
+                f.born_logged = False
                 if f.first_sync_t is None:
                     f.first_sync_t = e.t
                 f.syncs += 1
@@ -382,6 +435,7 @@ class Sim:
                + c["real_syncs"] * k["real_sync_us"] + c["logged_writes"] * k["log_record_us"]
                + c["logged_bytes"] * k["log_ns_per_byte"] / 1000)
         reacts = sorted(f.upgraded_at for f in self.files.values() if f.upgraded_at)
+        downs = sorted(d for f in self.files.values() for d in f.downgraded_after)
         return {"policy": self.policy.name, "tunables": self.tunables, "light_syncs": c["light_syncs"],
                 "real_syncs": c["real_syncs"],
                 "light_fraction": round(c["light_syncs"] / syncs, 4) if syncs else 0.0,
@@ -391,6 +445,7 @@ class Sim:
                 "checkpoints": c["checkpoints"], "oscillations": c["oscillations"],
                 "reactivity_ms": round(reacts[len(reacts) // 2][0] / 1e6, 3) if reacts else None,
                 "reactivity_syncs": reacts[len(reacts) // 2][1] if reacts else None,
+                "downgrade_after_ms": round(downs[len(downs) // 2] / 1e6, 3) if downs else None,
                 "runtime_real_syncs": c["runtime_real_syncs"], "disagreements": c["disagreements"],
                 "est_seconds": round(est / 1e6, 4), "est_seconds_without_tdax": round(base / 1e6, 4),
                 "est_speedup": round(base / est, 2) if est else None}

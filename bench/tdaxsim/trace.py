@@ -7,6 +7,7 @@ RECORD = struct.Struct("<QIIQIHH")
 WRITE, SYNC, OPEN, META, NAME = 1, 2, 3, 4, 5
 KINDS = {WRITE: "write", SYNC: "sync", OPEN: "open", META: "meta", NAME: "name"}
 CREATE, REAL = 1, 4
+METADATA = 3  # the fallback reason of a change the kernel had to make (a create)
 # fallback reasons (src/core/stats.h) that make a file kernel-only for good
 KERNEL_ONLY = {5, 6}  # mmap, stdio
 

@@ -23,7 +23,7 @@
 #include "core/trace.h"
 
 static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|ahead|always|never] [--quiet]\n"
+	"usage: tdax run [--device PATH] [--policy thesis|adaptive|always|never] [--quiet]\n"
 	"                [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
@@ -32,9 +32,10 @@ static const char run_help[] =
 	"                  the default one is created on first use, emulated on /dev/shm)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
 	"                  'tdax get'; a file made anew at a just removed file's name takes\n"
-	"                  up its stream), ahead (thesis, and an upgraded append stream carries\n"
-	"                  its state into the next range), always (log every write), never\n"
-	"                  (track, never upgrade)\n"
+	"                  up its stream), adaptive (thesis, with thresholds that fall for a\n"
+	"                  steady sync stream and rise as the device fills, and an upgraded\n"
+	"                  append stream carries its state into the next range), always (log\n"
+	"                  every write), never (track, never upgrade)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
 	"                  for 'tdax trace' and 'tdax sim'\n"
@@ -148,9 +149,9 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'p':
-			if (strcmp(optarg, "thesis") && strcmp(optarg, "ahead") && strcmp(optarg, "always") &&
+			if (strcmp(optarg, "thesis") && strcmp(optarg, "adaptive") && strcmp(optarg, "always") &&
 			    strcmp(optarg, "never"))
-				return usage_error("run", "unknown policy '%s' (thesis, ahead, always, never)",
+				return usage_error("run", "unknown policy '%s' (thesis, adaptive, always, never)",
 						   optarg);
 			policy = optarg;
 			break;

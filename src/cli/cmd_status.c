@@ -78,6 +78,30 @@ static void print_ranges(const struct tdax_device *dev, uint32_t f, bool json,
 	}
 }
 
+/* ms on average of a reactivity sum, or "-" if nothing was timed. */
+static const char *mean_ms(const _Atomic uint64_t *c, enum tdax_stat sum, enum tdax_stat n, char *buf,
+			   size_t len)
+{
+	uint64_t k = atomic_load(&c[n]);
+	if (!k)
+		return "-";
+	snprintf(buf, len, "%.1f ms", (double)atomic_load(&c[sum]) / (double)k / 1e6);
+	return buf;
+}
+
+/* Reactivity (thesis section 7.3): how soon the policy takes a stream up
+ * and lets it go. */
+static void reactivity(const _Atomic uint64_t *c)
+{
+	char up[32], down[32];
+	printf("reactivity: upgraded %s after the first sync of its stream (%llu timed), downgraded %s "
+	       "after its last sync (%llu timed)\n",
+	       mean_ms(c, TDAX_ST_UPGRADE_WAIT_NS, TDAX_ST_UPGRADES_TIMED, up, sizeof(up)),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES_TIMED]),
+	       mean_ms(c, TDAX_ST_DOWNGRADE_WAIT_NS, TDAX_ST_DOWNGRADES_TIMED, down, sizeof(down)),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES_TIMED]));
+}
+
 static void status_text(const struct tdax_device *dev, bool verbose)
 {
 	const _Atomic uint64_t *c = tdax_stats(dev);
@@ -115,6 +139,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,
 	       t.write_threshold, t.gran_order, (unsigned long long)(t.wb_window_ns / 1000000u),
 	       (unsigned long long)(t.wr_window_ns / 1000000u));
+	reactivity(c);
 	printf("fallbacks:");
 	int any = 0;
 	for (int i = 1; i < TDAX_FB_COUNT; i++) {
@@ -180,7 +205,8 @@ static const char status_help[] =
 	"\n"
 	"Device use; per file its path and upgraded/tracked ranges (with -v each range's\n"
 	"writebacks, writes, metric M and state); lightweight vs real syncs, fallbacks by\n"
-	"reason, bytes logged, checkpoints, upgrades and downgrades.\n";
+	"reason, bytes logged, checkpoints, upgrades and downgrades, and how soon the\n"
+	"policy upgrades a sync stream and downgrades it once it stops (on average).\n";
 
 int cmd_status(int argc, char **argv)
 {

@@ -42,6 +42,9 @@ struct tdax_range_track {
 	_Atomic uint32_t transitions; /* upgrade and downgrade decisions taken */
 	struct tdax_window wr;        /* write_count */
 	struct tdax_window wb;        /* writeback_count */
+	struct tdax_window sy;        /* stream syncs that found the range dirty (sync_count) */
+	_Atomic uint64_t stream_ns;   /* first sync of its stream while not logged; 0: none */
+	_Atomic uint64_t synced_ns;   /* its last stream sync */
 };
 
 struct tdax_range {

@@ -49,6 +49,10 @@ enum tdax_stat {
 	TDAX_ST_LIGHT_DIR_SYNCS, /* directory syncs of the application answered from the log */
 	TDAX_ST_LEASES,          /* write leases taken (syncs then need no look at the file) */
 	TDAX_ST_LEASE_BREAKS,    /* leases let go because another open of the file came */
+	TDAX_ST_UPGRADE_WAIT_NS, /* sum over upgrades: first sync of the stream to the upgrade */
+	TDAX_ST_UPGRADES_TIMED,  /* upgrades in that sum (carried and inherited ones have no stream) */
+	TDAX_ST_DOWNGRADE_WAIT_NS, /* sum over downgrades: last stream sync to the downgrade */
+	TDAX_ST_DOWNGRADES_TIMED,
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };

@@ -104,6 +104,8 @@ bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_tra
 			clamp32(tdax_window_sum(&from->wr, t->wr_window_ns, now)));
 	tdax_window_add(&next->wb, t->wb_window_ns, now,
 			clamp32(tdax_window_sum(&from->wb, t->wb_window_ns, now)));
+	tdax_window_add(&next->sy, t->wb_window_ns, now,
+			clamp32(tdax_window_sum(&from->sy, t->wb_window_ns, now)));
 	return true;
 }
 
@@ -113,6 +115,7 @@ void tdax_track_bequeath(const struct tdax_range_track *r, const struct tdax_tun
 	uint32_t s = atomic_load(&r->state);
 	out->writes = clamp32(tdax_window_sum(&r->wr, t->wr_window_ns, now));
 	out->writebacks = clamp32(tdax_window_sum(&r->wb, t->wb_window_ns, now));
+	out->syncs = clamp32(tdax_window_sum(&r->sy, t->wb_window_ns, now));
 	out->upgraded = s == TDAX_R_UPGRADED || s == TDAX_R_TO_UPGRADE || s == TDAX_R_UPGRADING;
 }
 
@@ -123,6 +126,7 @@ bool tdax_track_inherit(struct tdax_range_track *r, const struct tdax_track_lega
 		return false; /* not a range nothing has touched */
 	tdax_window_add(&r->wr, t->wr_window_ns, now, l->writes);
 	tdax_window_add(&r->wb, t->wb_window_ns, now, l->writebacks);
+	tdax_window_add(&r->sy, t->wb_window_ns, now, l->syncs);
 	return l->upgraded && move(r, TDAX_R_NONE, TDAX_R_UPGRADED);
 }
 
@@ -150,9 +154,40 @@ enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax
 {
 	uint32_t dirty = atomic_exchange(&r->dirty, 0);
 	atomic_store_explicit(&r->last_page, 0, memory_order_relaxed);
-	if (dirty && stream)
+	if (!stream) {
+		atomic_store_explicit(&r->stream_ns, 0, memory_order_relaxed); /* a stream may begin */
+	} else if (dirty) {
 		tdax_window_add(&r->wb, t->wb_window_ns, now, dirty);
+		tdax_window_add(&r->sy, t->wb_window_ns, now, 1);
+		atomic_store_explicit(&r->synced_ns, now, memory_order_relaxed);
+		uint64_t none = 0;
+		if (atomic_load_explicit(&r->state, memory_order_relaxed) == TDAX_R_NONE)
+			atomic_compare_exchange_strong(&r->stream_ns, &none, now);
+	}
 	return decide(r, tdax_track_metric(r, t, now), t, stream);
+}
+
+void tdax_track_adapt(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint32_t fill_pct, struct tdax_tunables *out)
+{
+	*out = *t;
+	uint64_t syncs = tdax_window_sum(&r->sy, t->wb_window_ns, now);
+	if (syncs > TDAX_TRACK_STEADY) {
+		out->upgrade_pct = (uint32_t)(t->upgrade_pct * TDAX_TRACK_STEADY / syncs);
+		out->downgrade_pct = (uint32_t)(t->downgrade_pct * TDAX_TRACK_STEADY / syncs);
+	}
+	if (fill_pct > TDAX_TRACK_FILL_FROM) {
+		uint32_t span = TDAX_TRACK_FILL_FULL - TDAX_TRACK_FILL_FROM;
+		uint32_t over = fill_pct < TDAX_TRACK_FILL_FULL ? fill_pct - TDAX_TRACK_FILL_FROM : span;
+		out->upgrade_pct += (100 - out->upgrade_pct) * over / span;
+	}
+}
+
+uint64_t tdax_track_reaction(struct tdax_range_track *r, enum tdax_decision job, uint64_t now)
+{
+	uint64_t since = job == TDAX_UPGRADE ? atomic_exchange(&r->stream_ns, 0)
+		       : job == TDAX_DOWNGRADE ? atomic_load(&r->synced_ns) : 0;
+	return since && since <= now ? now - since : 0;
 }
 
 enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struct tdax_tunables *t,

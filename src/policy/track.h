@@ -18,6 +18,12 @@
  * synced writes, and a rare burst of syncs amid steady writes would be
  * upgraded.
  *
+ * Policy "adaptive" (beyond the thesis, its section 7.1) decides on the
+ * same counts with thresholds of its own per range (tdax_track_adapt),
+ * carries an append stream's upgrade into the next range
+ * (tdax_track_carry) and lets a file made anew at a removed one's name
+ * take up its stream (heirs, shared with "thesis").
+ *
  * The counts are sliding windows of TDAX_WIN_BUCKETS buckets (an increment
  * is forgotten between (1 - 1/B) and 1 window after it was made), updated
  * with atomics only, so any number of threads and processes can share one
@@ -69,7 +75,38 @@ void tdax_track_count(struct tdax_range_track *r, const struct tdax_tunables *t,
 		      uint32_t npages, uint32_t fresh);
 
 /*
- * Upgrade-ahead (policy "ahead", beyond the thesis). Under the thesis
+ * Adaptive thresholds (policy "adaptive"; thesis section 7.1: "if a stream
+ * of writes is detected ... thresholds could be lowered", "if the hybrid
+ * SSD's DRAM is nearly full, it may make sense to raise thresholds").
+ * out = the tunables range r is decided on at now:
+ *  - a steady synced stream -- more than TDAX_TRACK_STEADY stream syncs
+ *    that found the range dirty within the writeback window -- has U and D
+ *    scaled by STEADY / syncs: at a PostgreSQL WAL's ~2,900 syncs a second
+ *    M = 9 upgrades, where the thesis waited for M = 60 until a bulk write
+ *    that began the segment had decayed (290 syncs). Both scale alike, so
+ *    the gap between upgrade and downgrade keeps its proportion; when the
+ *    stream slows, they come back, and the range is downgraded on its M;
+ *  - past TDAX_TRACK_FILL_FROM % of the log in use, U rises toward 100,
+ *    reached at TDAX_TRACK_FILL_FULL % (the write-back's high watermark):
+ *    fewer upgrades as the device fills; D stays (pressure downgrades).
+ * F and the windows stay: a steady stream has more than F writes anyway.
+ */
+#define TDAX_TRACK_STEADY 8
+#define TDAX_TRACK_FILL_FROM 50
+#define TDAX_TRACK_FILL_FULL 90
+void tdax_track_adapt(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
+		      uint32_t fill_pct, struct tdax_tunables *out);
+
+/*
+ * Reactivity (thesis section 7.3), of a job just done on r at now: for an
+ * upgrade, the time since the first sync of the stream that earned it (0
+ * if none was seen: a carried or inherited upgrade); for a downgrade, the
+ * time since the range's last stream sync.
+ */
+uint64_t tdax_track_reaction(struct tdax_range_track *r, enum tdax_decision job, uint64_t now);
+
+/*
+ * Upgrade-ahead (policy "adaptive", beyond the thesis). Under the thesis
  * policy an append stream starts every new range on the kernel path: F
  * writes and a few real syncs before the range is upgraded (a log's tail
  * pays it every 2^G pages; thesis section 6.3 on small ranges). So an
@@ -95,7 +132,7 @@ bool tdax_track_carry(const struct tdax_range_track *from, struct tdax_range_tra
  * True if `r` was upgraded.
  */
 struct tdax_track_legacy {
-	uint32_t writes, writebacks;
+	uint32_t writes, writebacks, syncs;
 	bool upgraded;
 };
 void tdax_track_bequeath(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now,
@@ -111,8 +148,8 @@ static inline uint64_t tdax_track_carry_page(uint32_t gran_order)
 
 /*
  * A sync wrote the range's dirty pages back at now; stream: the file's
- * previous sync was within the writeback window. Counts the writebacks (if
- * stream), then decides; an upgrade or downgrade decision marks the range
+ * previous sync was within the writeback window. Counts the writebacks and
+ * the sync (if stream and the range was dirty), then decides; an upgrade or downgrade decision marks the range
  * (to be carried out by a job) and is returned.
  */
 enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax_tunables *t,

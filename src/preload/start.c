@@ -94,7 +94,7 @@ static void configure(void)
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
 		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
-		       : !strcmp(p, "ahead")        ? TDAX_POLICY_AHEAD
+		       : !strcmp(p, "adaptive")     ? TDAX_POLICY_ADAPTIVE
 						    : TDAX_POLICY_THESIS;
 	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
 		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");

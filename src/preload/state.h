@@ -20,9 +20,10 @@
 #include "core/files.h"
 #include "core/stats.h"
 
-/* thesis: the thesis' tracking policy; ahead: the same and upgrade-ahead
- * for append streams (policy/track.h); always, never: the bounds. */
-enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER, TDAX_POLICY_AHEAD };
+/* thesis: the thesis' tracking policy; adaptive: the same with thresholds
+ * of its own per range and upgrade-ahead for append streams
+ * (policy/track.h); always, never: the bounds. */
+enum tdax_policy { TDAX_POLICY_THESIS = 0, TDAX_POLICY_ALWAYS, TDAX_POLICY_NEVER, TDAX_POLICY_ADAPTIVE };
 
 struct tdax_runtime {
 	struct tdax_device *dev;     /* NULL: tdax is off in this process, all calls pass through */

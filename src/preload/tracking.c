@@ -12,6 +12,32 @@
 #include "preload/state.h"
 #include "preload/wake.h"
 
+/* Does the policy track writes and syncs (thesis, adaptive)? */
+static bool tracks(void)
+{
+	return tdax_rt.policy == TDAX_POLICY_THESIS || tdax_rt.policy == TDAX_POLICY_ADAPTIVE;
+}
+
+/* The share of the log in use (%), as of the last write-back pass: the
+ * adaptive policy raises its thresholds as the device fills. */
+static _Atomic uint32_t fill_pct;
+
+void tdax_tracking_fill(uint32_t pct)
+{
+	atomic_store_explicit(&fill_pct, pct, memory_order_relaxed);
+}
+
+/* The tunables range r is decided on: the device's, or under the adaptive
+ * policy its own (policy/track.h). */
+static const struct tdax_tunables *decided_on(const struct tdax_range *r, const struct tdax_tunables *t,
+					      uint64_t now, struct tdax_tunables *own)
+{
+	if (tdax_rt.policy != TDAX_POLICY_ADAPTIVE)
+		return t;
+	tdax_track_adapt(&r->t, t, now, atomic_load_explicit(&fill_pct, memory_order_relaxed), own);
+	return own;
+}
+
 /* The file's granularity: fixed when it is first tracked. */
 static uint32_t gran_of(struct tdax_file_rt *rt, const struct tdax_tunables *t)
 {
@@ -158,7 +184,7 @@ static bool batched(const struct tdax_file_rt *rt, uint32_t g, uint64_t off, uin
 {
 	if (first >> g != last >> g || cur.busy)
 		return false;
-	if (tdax_rt.policy != TDAX_POLICY_AHEAD)
+	if (tdax_rt.policy != TDAX_POLICY_ADAPTIVE)
 		return true;
 	uint64_t at = (first >> g << g) + tdax_track_carry_page(g);
 	return !(first <= at && at <= last &&
@@ -237,7 +263,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	uint32_t g = gran_of(rt, &t);
 	bool logged = true;
 	/* At the end the file had: its size is raised after this look. */
-	bool appends = tdax_rt.policy == TDAX_POLICY_AHEAD &&
+	bool appends = tdax_rt.policy == TDAX_POLICY_ADAPTIVE &&
 		       off >= atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
 	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
@@ -258,7 +284,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 
 bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 {
-	if (tdax_rt.policy != TDAX_POLICY_THESIS && tdax_rt.policy != TDAX_POLICY_AHEAD)
+	if (!tracks())
 		return tdax_rt.policy == TDAX_POLICY_ALWAYS;
 	uint32_t g = tdax_file_gran(tdax_rt_of(idx));
 	if (!g || len == 0)
@@ -299,22 +325,17 @@ static uint64_t name_key(const char *name)
 	return h ? h : 1;
 }
 
-static bool heir_policy(void)
-{
-	return tdax_rt.policy == TDAX_POLICY_THESIS || tdax_rt.policy == TDAX_POLICY_AHEAD;
-}
-
 void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 {
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
-	if (!heir_policy() || !atomic_load(&rt->streamed))
+	if (!tracks() || !atomic_load(&rt->streamed))
 		return;
 	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, false);
 	struct tdax_tunables t;
 	tdax_control_get(tdax_rt.dev, &t);
 	struct heir *h = &heirs[atomic_fetch_add(&heirs_next, 1) % HEIRS];
 	atomic_store(&h->key, 0); /* (two threads at one slot: the last one's, or none) */
-	h->legacy = (struct tdax_track_legacy){ 0, 0, false }; /* no range yet: its stream alone */
+	h->legacy = (struct tdax_track_legacy){ 0, 0, 0, false }; /* no range yet: its stream alone */
 	if (r)
 		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), &h->legacy);
 	h->last_sync_ns = atomic_load(&rt->last_sync_ns);
@@ -334,13 +355,13 @@ static struct heir *heir_of(const char *name, uint64_t now)
 
 bool tdax_tracking_is_heir(const char *name)
 {
-	return heir_policy() && heir_of(name, tdax_coarse_ns()) != NULL;
+	return tracks() && heir_of(name, tdax_coarse_ns()) != NULL;
 }
 
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)
 {
 	uint64_t now = tdax_coarse_ns();
-	struct heir *h = heir_policy() ? heir_of(name, now) : NULL;
+	struct heir *h = tracks() ? heir_of(name, now) : NULL;
 	if (!h)
 		return;
 	struct tdax_tunables t;
@@ -375,6 +396,14 @@ bool tdax_tracking_stream(uint64_t prev, uint64_t now)
 	return prev && now - prev <= t.wb_window_ns;
 }
 
+/* A sync of r's file at now: counted, decided, and a decision's job woken. */
+static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t now, bool stream)
+{
+	struct tdax_tunables own;
+	if (tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream) != TDAX_KEEP)
+		tdax_wake();
+}
+
 void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 {
 	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
@@ -398,16 +427,15 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 			continue;
 		uint32_t v = atomic_exchange(&rt->dirty_ranges[i], 0);
 		struct tdax_range *r = v && v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;
-		if (r && belongs(r, idx, gen) && tdax_track_sync(&r->t, &t, now, stream) != TDAX_KEEP)
-			tdax_wake();
+		if (r && belongs(r, idx, gen))
+			synced(r, &t, now, stream);
 	}
 	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed) &&
 	    atomic_exchange(&rt->dirty_overflow, 0)) {
 		for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 			struct tdax_range *r = tdax_range_at(dev, i);
-			if (belongs(r, idx, gen) && atomic_load(&r->t.dirty) &&
-			    tdax_track_sync(&r->t, &t, now, stream) != TDAX_KEEP)
-				tdax_wake();
+			if (belongs(r, idx, gen) && atomic_load(&r->t.dirty))
+				synced(r, &t, now, stream);
 		}
 	}
 }
@@ -431,8 +459,15 @@ static void run_job(struct tdax_range *r, int (*checkpoint)(uint32_t idx))
 		if (job == TDAX_DOWNGRADE)
 			ok = checkpoint(tdax_range_file(r)) == 0;
 		tdax_track_job_end(&r->t, job, ok);
-		if (ok)
-			tdax_count(job == TDAX_UPGRADE ? TDAX_ST_UPGRADES : TDAX_ST_DOWNGRADES, 1);
+		if (ok) {
+			bool up = job == TDAX_UPGRADE;
+			tdax_count(up ? TDAX_ST_UPGRADES : TDAX_ST_DOWNGRADES, 1);
+			uint64_t wait = tdax_track_reaction(&r->t, job, tdax_coarse_ns());
+			if (wait) {
+				tdax_count(up ? TDAX_ST_UPGRADE_WAIT_NS : TDAX_ST_DOWNGRADE_WAIT_NS, wait);
+				tdax_count(up ? TDAX_ST_UPGRADES_TIMED : TDAX_ST_DOWNGRADES_TIMED, 1);
+			}
+		}
 	}
 	tdax_pidlock_release(&r->job_pid);
 }
@@ -452,8 +487,9 @@ void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx))
 		const struct tdax_file *f = tdax_file_at(dev, tdax_range_file(r));
 		if (f->gen != atomic_load(&r->fgen))
 			continue; /* its file is gone */
+		struct tdax_tunables own;
 		if (atomic_load(&r->t.state) == TDAX_R_UPGRADED)
-			tdax_track_reevaluate(&r->t, &t, now);
+			tdax_track_reevaluate(&r->t, decided_on(r, &t, now, &own), now);
 		run_job(r, checkpoint);
 		if (pressure && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
 			int m = tdax_track_metric(&r->t, &t, now);

@@ -58,4 +58,8 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen);
  * returns 0 on success (the write-back thread passes coherent mode's). */
 void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx));
 
+/* The share of the device's log in use now, in % (the write-back pass):
+ * the adaptive policy's thresholds rise with it. */
+void tdax_tracking_fill(uint32_t pct);
+
 #endif

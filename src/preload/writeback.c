@@ -49,6 +49,7 @@ static void pass(int all, bool woken)
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
+	tdax_tracking_fill(u.capacity ? (uint32_t)(u.used * 100 / u.capacity) : 100);
 	uint64_t now = tdax_coarse_ns();
 	uint32_t removed[256]; /* let go together: one directory sync per directory */
 	size_t nremoved = 0;

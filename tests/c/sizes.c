@@ -41,7 +41,10 @@ int main(void)
 	       FIELD(tdax_tunables, wb_window_ns), FIELD(tdax_tunables, wr_window_ns));
 	STRUCT(tdax_range_track, 0, FIELD(tdax_range_track, state), FIELD(tdax_range_track, dirty),
 	       FIELD(tdax_range_track, last_page), FIELD(tdax_range_track, transitions),
-	       FIELD(tdax_range_track, wr), FIELD(tdax_range_track, wb));
+	       FIELD(tdax_range_track, wr), FIELD(tdax_range_track, wb), FIELD(tdax_range_track, sy),
+	       FIELD(tdax_range_track, stream_ns), FIELD(tdax_range_track, synced_ns));
+	STRUCT(tdax_track_legacy, 0, FIELD(tdax_track_legacy, writes), FIELD(tdax_track_legacy, writebacks),
+	       FIELD(tdax_track_legacy, syncs), FIELD(tdax_track_legacy, upgraded));
 	STRUCT(tdax_trace_header, 0, FIELD(tdax_trace_header, magic), FIELD(tdax_trace_header, version),
 	       FIELD(tdax_trace_header, record_size), FIELD(tdax_trace_header, upgrade_pct),
 	       FIELD(tdax_trace_header, downgrade_pct), FIELD(tdax_trace_header, write_threshold),
@@ -66,6 +69,7 @@ int main(void)
 		{ "TDAX_TR_META", TDAX_TR_META }, { "TDAX_TR_NAME", TDAX_TR_NAME },
 		{ "TDAX_TRF_CREATE", TDAX_TRF_CREATE }, { "TDAX_TRF_REAL", TDAX_TRF_REAL },
 		{ "TDAX_FB_MMAP", TDAX_FB_MMAP }, { "TDAX_FB_STDIO", TDAX_FB_STDIO },
+		{ "TDAX_FB_METADATA", TDAX_FB_METADATA },
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
 		printf("    \"%s\": %lld%s\n", c[i].name, c[i].value, i + 1 < sizeof(c) / sizeof(c[0]) ? "," : "");

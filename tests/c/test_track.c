@@ -1,5 +1,5 @@
-/* test_track -- the thesis policy with a fake clock: the reasoning of
- * chapters 4-5 as executable cases. */
+/* test_track -- the thesis policy and the adaptive one with a fake clock:
+ * the reasoning of chapters 4-5 (and section 7.1) as executable cases. */
 #include "harness.h"
 
 #include <string.h>
@@ -20,7 +20,18 @@ struct sim {
 	uint32_t upgrades, downgrades;
 	uint64_t first_upgrade_at;
 	uint32_t syncs, syncs_at_upgrade;
+	bool adaptive;  /* decided on tdax_track_adapt's thresholds */
+	uint32_t fill;  /* the log's use in %, for them */
 };
+
+/* The tunables the range is decided on at now. */
+static const struct tdax_tunables *tun(const struct sim *s, uint64_t now, struct tdax_tunables *own)
+{
+	if (!s->adaptive)
+		return &T;
+	tdax_track_adapt(&s->r, &T, now, s->fill, own);
+	return own;
+}
 
 static void sim_init(struct sim *s)
 {
@@ -47,7 +58,8 @@ static void sync_at(struct sim *s, uint64_t now)
 	bool stream = s->last_sync != UINT64_MAX && now - s->last_sync <= T.wb_window_ns;
 	s->last_sync = now;
 	s->syncs++;
-	tdax_track_sync(&s->r, &T, now, stream);
+	struct tdax_tunables own;
+	tdax_track_sync(&s->r, tun(s, now, &own), now, stream);
 	run_jobs(s);
 	if (s->upgrades == 1 && !s->first_upgrade_at) {
 		s->first_upgrade_at = now;
@@ -57,7 +69,8 @@ static void sync_at(struct sim *s, uint64_t now)
 
 static void reeval(struct sim *s, uint64_t now)
 {
-	tdax_track_reevaluate(&s->r, &T, now);
+	struct tdax_tunables own;
+	tdax_track_reevaluate(&s->r, tun(s, now, &own), now);
 	run_jobs(s);
 }
 
@@ -93,12 +106,13 @@ TEST(write_sync_stream_is_upgraded_within_a_few_syncs)
 	CHECK(m > (int)T.upgrade_pct);
 }
 
-TEST(slow_sync_stream_is_never_upgraded)
+static void slow_sync_stream_is_never_upgraded_under(bool adaptive)
 {
 	/* 4 KiB writes every 10 ms, a sync every 2 s (longer than the
 	 * writeback window): every write is synced, but not as a stream. */
 	struct sim s;
 	sim_init(&s);
+	s.adaptive = adaptive;
 	uint64_t now = 10000 * MS;
 	for (int i = 0; i < 6000; i++, now += 10 * MS) {
 		wr(&s, now, (uint64_t)i % 512, 1);
@@ -110,12 +124,19 @@ TEST(slow_sync_stream_is_never_upgraded)
 	CHECK(s.upgrades == 0 && atomic_load(&s.r.transitions) == 0);
 }
 
-TEST(writes_with_rare_syncs_are_never_upgraded)
+TEST(slow_sync_stream_is_never_upgraded)
+{
+	slow_sync_stream_is_never_upgraded_under(false);
+	slow_sync_stream_is_never_upgraded_under(true); /* no steady stream either */
+}
+
+static void writes_with_rare_syncs_are_never_upgraded_under(bool adaptive)
 {
 	/* 128 B appends every ms, a sync every 200 ms: a stream of syncs, but
 	 * few of the writes are synced one by one. */
 	struct sim s;
 	sim_init(&s);
+	s.adaptive = adaptive;
 	uint64_t now = 10000 * MS;
 	for (int i = 0; i < 60000; i++, now += MS) {
 		wr(&s, now, (uint64_t)i / 32 % 512, 1);
@@ -125,6 +146,12 @@ TEST(writes_with_rare_syncs_are_never_upgraded)
 	CHECK(s.upgrades == 0);
 	int m = tdax_track_metric(&s.r, &T, now);
 	CHECK(m >= 0 && m < (int)T.downgrade_pct);
+}
+
+TEST(writes_with_rare_syncs_are_never_upgraded)
+{
+	writes_with_rare_syncs_are_never_upgraded_under(false);
+	writes_with_rare_syncs_are_never_upgraded_under(true); /* no steady stream either */
 }
 
 TEST(no_decision_below_the_write_threshold)
@@ -140,11 +167,12 @@ TEST(no_decision_below_the_write_threshold)
 	CHECK(s.upgrades == 0 && atomic_load(&s.r.state) == TDAX_R_NONE);
 }
 
-TEST(rare_sync_bursts_amid_steady_writes_do_not_oscillate)
+static void rare_sync_bursts_amid_steady_writes_do_not_oscillate_under(bool adaptive)
 {
 	/* Steady 4 KiB writes; every 10 s a burst of 20 syncs 1 ms apart. */
 	struct sim s;
 	sim_init(&s);
+	s.adaptive = adaptive;
 	uint64_t now = 10000 * MS;
 	for (int i = 0; i < 120000; i++, now += MS) {
 		wr(&s, now, (uint64_t)i % 512, 1);
@@ -154,6 +182,12 @@ TEST(rare_sync_bursts_amid_steady_writes_do_not_oscillate)
 			reeval(&s, now);
 	}
 	CHECK(atomic_load(&s.r.transitions) == 0);
+}
+
+TEST(rare_sync_bursts_amid_steady_writes_do_not_oscillate)
+{
+	rare_sync_bursts_amid_steady_writes_do_not_oscillate_under(false);
+	rare_sync_bursts_amid_steady_writes_do_not_oscillate_under(true); /* no steady stream either */
 }
 
 TEST(stopped_stream_is_downgraded_by_reevaluation)
@@ -174,7 +208,7 @@ TEST(stopped_stream_is_downgraded_by_reevaluation)
 
 TEST(an_upgraded_range_carries_its_state_into_the_next_one)
 {
-	/* Policy "ahead": range 0 of an append stream is upgraded; its state
+	/* Policy "adaptive": range 0 of an append stream is upgraded; its state
 	 * carried into range 1 marks it for an upgrade with range 0's counts,
 	 * so its metric is the stream's and it is not idle at once. */
 	struct sim s, next;
@@ -219,7 +253,9 @@ TEST(a_new_file_at_a_removed_ones_name_takes_up_its_stream)
 	struct tdax_track_legacy l;
 	tdax_track_bequeath(&s.r, &T, now, &l);
 	CHECK(l.upgraded && l.writes == tdax_window_sum(&s.r.wr, T.wr_window_ns, now));
+	CHECK(l.syncs > TDAX_TRACK_STEADY && l.syncs == tdax_window_sum(&s.r.sy, T.wb_window_ns, now));
 	CHECK(tdax_track_inherit(&heir.r, &l, &T, now));
+	CHECK(tdax_window_sum(&heir.r.sy, T.wb_window_ns, now) == l.syncs); /* still a steady stream */
 	CHECK(atomic_load(&heir.r.state) == TDAX_R_UPGRADED);
 	CHECK(tdax_track_metric(&heir.r, &T, now) == tdax_track_metric(&s.r, &T, now));
 	reeval(&heir, now + 100 * MS);
@@ -239,6 +275,126 @@ TEST(a_new_file_at_a_removed_ones_name_takes_up_its_stream)
 	CHECK(!tdax_track_inherit(&heir2.r, &l, &T, now));
 	CHECK(atomic_load(&heir2.r.state) == TDAX_R_NONE &&
 	      tdax_window_sum(&heir2.r.wr, T.wr_window_ns, now) == 3);
+}
+
+/* A rollback journal's transaction (SQLite, in pages of the range): small
+ * writes that touch pages 0-2 ten times, a sync, a header write, a sync:
+ * 4 pages written back for 10 written (M = 35 with the default windows). */
+static void journal_tx(struct sim *s, uint64_t *now)
+{
+	static const uint64_t w[][2] = { { 0, 1 }, { 0, 1 }, { 0, 2 }, { 1, 1 }, { 1, 1 }, { 1, 2 }, { 2, 1 } };
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+		wr(s, *now, w[i][0], w[i][1]);
+	sync_at(s, *now += 100 * US);
+	wr(s, *now, 0, 1);
+	sync_at(s, *now += 100 * US);
+	*now += 300 * US;
+}
+
+TEST(a_steady_stream_is_upgraded_below_the_thesis_threshold)
+{
+	struct sim thesis, adaptive;
+	sim_init(&thesis);
+	sim_init(&adaptive);
+	adaptive.adaptive = true;
+	uint64_t t1 = 10000 * MS, t2 = t1;
+	for (int i = 0; i < 2000; i++) {
+		journal_tx(&thesis, &t1);
+		journal_tx(&adaptive, &t2);
+	}
+	int m = tdax_track_metric(&thesis.r, &T, t1);
+	CHECK(m > (int)T.downgrade_pct && m < (int)T.upgrade_pct);
+	CHECK(thesis.upgrades == 0); /* M < U, for good */
+	CHECK(adaptive.upgrades == 1 && adaptive.downgrades == 0);
+	CHECK(adaptive.syncs_at_upgrade <= 2 * TDAX_TRACK_STEADY);
+	struct tdax_tunables own;
+	tdax_track_adapt(&adaptive.r, &T, t2, 0, &own);
+	CHECK(own.upgrade_pct < 40 && own.downgrade_pct <= own.upgrade_pct);
+	CHECK(own.write_threshold == T.write_threshold && own.wb_window_ns == T.wb_window_ns);
+	/* The stream stops: its syncs decay, the thresholds come back, and the
+	 * range is downgraded as the thesis would. */
+	for (int i = 0; i < 40; i++, t2 += 100 * MS)
+		reeval(&adaptive, t2);
+	CHECK(adaptive.downgrades == 1 && atomic_load(&adaptive.r.state) == TDAX_R_NONE);
+	tdax_track_adapt(&adaptive.r, &T, t2, 0, &own);
+	CHECK(own.upgrade_pct == T.upgrade_pct && own.downgrade_pct == T.downgrade_pct);
+}
+
+TEST(a_bulk_write_before_a_stream_does_not_hold_its_upgrade_back)
+{
+	/* PostgreSQL's WAL segment (docs/policy.md): one write of 394 pages,
+	 * then the backends rewrite 2 pages and sync, every 0.5 ms. Under the
+	 * thesis M stays below U until the bulk write decays or is outweighed
+	 * (~290 syncs); a steady stream lowers the threshold. */
+	struct sim thesis, adaptive;
+	sim_init(&thesis);
+	sim_init(&adaptive);
+	adaptive.adaptive = true;
+	struct sim *both[] = { &thesis, &adaptive };
+	for (int k = 0; k < 2; k++) {
+		uint64_t now = 10000 * MS;
+		wr(both[k], now, 0, 394);
+		for (int i = 0; i < 1000 && !both[k]->upgrades; i++, now += 500 * US) {
+			wr(both[k], now, 394 + (uint64_t)i / 8 * 2, 2);
+			sync_at(both[k], now + 10 * US);
+		}
+	}
+	CHECK(thesis.upgrades == 1 && thesis.syncs_at_upgrade > 200);
+	CHECK(adaptive.upgrades == 1 && adaptive.syncs_at_upgrade < 60);
+}
+
+TEST(thresholds_rise_as_the_device_fills)
+{
+	struct tdax_range_track r;
+	memset(&r, 0, sizeof(r));
+	struct tdax_tunables own;
+	uint32_t u[][2] = { { 0, 60 }, { 50, 60 }, { 70, 80 }, { 90, 100 }, { 100, 100 } };
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		tdax_track_adapt(&r, &T, 10000 * MS, u[i][0], &own);
+		CHECK(own.upgrade_pct == u[i][1] && own.downgrade_pct == T.downgrade_pct);
+	}
+	/* A steady stream on a full device: nothing new is upgraded. */
+	struct sim s;
+	sim_init(&s);
+	s.adaptive = true;
+	s.fill = 95;
+	uint64_t now = 10000 * MS;
+	for (int i = 0; i < 1000; i++, now += 100 * US) {
+		wr(&s, now, (uint64_t)i / 32, 1);
+		sync_at(&s, now + 10 * US);
+	}
+	CHECK(s.upgrades == 0);
+}
+
+TEST(reactivity_is_timed_from_the_stream_to_the_job)
+{
+	struct tdax_range_track r;
+	memset(&r, 0, sizeof(r));
+	uint64_t now = 10000 * MS, stream_at = 0, last = 0;
+	CHECK(tdax_track_reaction(&r, TDAX_UPGRADE, now) == 0); /* no stream seen */
+	for (int i = 0; i < 100 && atomic_load(&r.state) == TDAX_R_NONE; i++, now += 100 * US) {
+		tdax_track_write(&r, &T, now, 0, 1);
+		tdax_track_sync(&r, &T, now + 10 * US, i > 0); /* the first sync begins it */
+		if (i == 1)
+			stream_at = now + 10 * US;
+		last = now + 10 * US;
+	}
+	CHECK(atomic_load(&r.state) == TDAX_R_TO_UPGRADE && stream_at);
+	CHECK(tdax_track_job_begin(&r) == TDAX_UPGRADE);
+	tdax_track_job_end(&r, TDAX_UPGRADE, true);
+	CHECK(tdax_track_reaction(&r, TDAX_UPGRADE, now + MS) == now + MS - stream_at);
+	CHECK(tdax_track_reaction(&r, TDAX_UPGRADE, now + MS) == 0); /* timed once */
+	CHECK(tdax_track_reaction(&r, TDAX_DOWNGRADE, now + 2000 * MS) == now + 2000 * MS - last);
+	/* A sync that is no stream's ends the one before: the next is timed
+	 * from its own first stream sync. */
+	tdax_track_job_end(&r, TDAX_DOWNGRADE, true);
+	tdax_track_write(&r, &T, now + 5000 * MS, 0, 1);
+	tdax_track_sync(&r, &T, now + 5000 * MS, true);
+	tdax_track_write(&r, &T, now + 9000 * MS, 0, 1);
+	tdax_track_sync(&r, &T, now + 9000 * MS, false);
+	tdax_track_write(&r, &T, now + 9001 * MS, 0, 1);
+	tdax_track_sync(&r, &T, now + 9001 * MS, true);
+	CHECK(tdax_track_reaction(&r, TDAX_UPGRADE, now + 9003 * MS) == 2 * MS);
 }
 
 TEST(the_carry_page_starts_the_last_quarter)

@@ -24,8 +24,8 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,
-                                        sqlite-delete-always,sqlite-delete-heirs,redis,postgres,rocksdb]
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
+                                        sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb]
                     [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -228,13 +228,14 @@ def start(app, d, oracle, device, env, tdax):
     # APP-always: the workload with every write logged, so that its
     # truncates are records, its files are created and removed with records
     # and its directory syncs are answered from the log (under the default
-    # policy, a file synced twice gets none). APP-ahead: under the
-    # upgrade-ahead policy (an append stream's next range is upgraded before
-    # the stream reaches it, docs/policy.md). APP-heirs: under the default
+    # policy, a file synced twice gets none). APP-adaptive: under the
+    # adaptive policy (its thresholds fall for a steady stream, and an append
+    # stream's next range is upgraded before the stream reaches it,
+    # docs/policy.md). APP-heirs: under the default
     # policy with U = 35, so that each new rollback journal takes up the
     # upgrade of the one removed before it (docs/policy.md, "Heirs").
     policy = []
-    for name in ("always", "ahead"):
+    for name in ("always", "adaptive"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
     app = app.removesuffix("-heirs")
@@ -390,9 +391,9 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "raw-always": check_raw, "raw-ahead": check_raw, "sqlite-wal": check_sqlite,
+CHECK = {"raw": check_raw, "raw-always": check_raw, "raw-adaptive": check_raw, "sqlite-wal": check_sqlite,
          "sqlite-delete": check_sqlite, "sqlite-delete-always": check_sqlite,
-         "sqlite-delete-heirs": check_sqlite, "redis": check_redis, "postgres": check_postgres,
+         "sqlite-delete-heirs": check_sqlite, "sqlite-delete-adaptive": check_sqlite, "redis": check_redis, "postgres": check_postgres,
          "rocksdb": check_rocksdb}
 
 
@@ -405,7 +406,7 @@ def round_(app, fault, seed, control, base):
        *(["--owner", "postgres"] if app == "postgres" else []))
     if app.endswith("-heirs"):  # the journals' M is 40: upgraded from U = 35 on
         sh(TDAX, "set", "--device", device, "upgrade_threshold=35")
-    if app.endswith("-ahead"):  # ranges of 2 pages: the appends carry every 4 KiB
+    if app == "raw-adaptive":  # ranges of 2 pages: the appends carry every 4 KiB
         sh(TDAX, "set", "--device", device, "granularity_order=1")
     oracle = base / "oracle"
     oracle.write_bytes(b"")  # the workload opens it without O_CREAT (workloads.open_oracle)
@@ -463,11 +464,11 @@ def report(rows):
     """Print the table of rows, {(app, fault, control): [result, ...]}, and
     the verdict; return the exit status: 1 if an acknowledged record was lost
     or a control round lost nothing."""
-    print(f"{'app':<22}{'fault':<18}{'rounds':>7}{'acked':>11}{'lost':>10}{'torn':>6}{'replayed':>11}{'recovery':>10}")
+    print(f"{'app':<24}{'fault':<18}{'rounds':>7}{'acked':>11}{'lost':>10}{'torn':>6}{'replayed':>11}{'recovery':>10}")
     bad = failed_rounds = 0
     for (app, fault, control), xs in rows.items():
         name = fault + (" (control)" if control else "")
-        print(f"{app:<22}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
+        print(f"{app:<24}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
               f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>11}"
               f"{max(x['recovery_s'] for x in xs):>9.2f}s")
         wrong = sum(1 for x in xs if bool(x["lost"]) != control)
@@ -505,8 +506,8 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,raw-always,raw-ahead,sqlite-wal,sqlite-delete,"
-                    "sqlite-delete-always,sqlite-delete-heirs,redis,postgres,rocksdb")
+    ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
+                    "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb")
     ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

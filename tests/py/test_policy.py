@@ -79,6 +79,10 @@ def test_thesis_policy_upgrades_a_sync_stream_and_status_shows_it(dev, diskdir, 
     p.wait()
     c = status(dev)["counters"]
     assert c["upgrades"] >= 1 and c["light_syncs"] > c["real_syncs"]
+    # Reactivity: the stream's upgrade was timed from its first sync.
+    assert c["upgrades_timed"] >= 1 and 0 < c["upgrade_wait_ns"] < 1e9 * c["upgrades_timed"], c
+    text = run(TDAX, "status", "--device", dev, check=0).stdout
+    assert "reactivity: upgraded" in text and "after the first sync of its stream" in text, text
 
 
 # One thread appends, another syncs after each append (PostgreSQL's WAL
@@ -112,14 +116,17 @@ def test_a_stream_written_by_one_thread_and_synced_by_another_is_upgraded(dev, d
 
 
 # A journal as SQLite's rollback mode makes one in every transaction:
-# created at the same name, written, synced twice, closed and unlinked.
+# created at the same name, written, synced, its header written, synced,
+# closed and unlinked; N journals, each written as argv[3] says (JSON: the
+# (offset, length) of each write before the first sync).
 JOURNALS = r"""
-import os, sys, time
-d, light = sys.argv[1], 0
+import json, os, sys, time
+d, n, writes, light = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), 0
 j = os.path.join(d, "db-journal")
-for i in range(300):
+for i in range(n):
     fd = os.open(j, os.O_RDWR | os.O_CREAT, 0o644)
-    os.pwrite(fd, b"p" * 4096, 0); os.pwrite(fd, b"q" * 4096, 4096)
+    for off, size in writes:
+        os.pwrite(fd, b"j" * size, off)
     t = time.perf_counter(); os.fdatasync(fd); light += time.perf_counter() - t < 50e-6
     os.pwrite(fd, b"h" * 12, 0)
     t = time.perf_counter(); os.fdatasync(fd); light += time.perf_counter() - t < 50e-6
@@ -129,16 +136,38 @@ print(light)
 """
 
 
+def journals(dev, diskdir, policy, n, writes):
+    """Light syncs of n journals, and the device's counters."""
+    p = run(TDAX, "run", "--device", dev, "--policy", policy, "--", PY, "-c", JOURNALS, diskdir, n,
+            json.dumps(writes), env=TDAX_ENV, check=0)
+    return int(p.stdout), info(dev)["counters"]
+
+
 def test_a_file_made_anew_at_a_removed_streams_name_takes_up_its_upgrade(dev, diskdir):
     """Each journal alone never reaches F writes: without heirs every sync
     is real. A new file at the name of one removed after a sync stream
     takes up its counts and its upgrade (policy/track.h: heirs), so the
     journals after the first few are logged from their creation."""
-    p = run(TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", JOURNALS, diskdir,
-            env=TDAX_ENV, check=0)
-    c = info(dev)["counters"]
-    assert int(p.stdout) > 550, (p.stdout, c)
+    light, c = journals(dev, diskdir, "thesis", 300, [(0, 4096), (4096, 4096)])
+    assert light > 550, (light, c)
     assert c["logged_creates"] >= 290 and c["upgrades"] >= 290, c
+
+
+@pytest.mark.parametrize("policy", ["thesis", "adaptive"])
+def test_the_adaptive_policy_takes_up_a_steady_stream_the_thesis_leaves(dev, diskdir, policy):
+    """SQLite's journal as it writes it (a trace of bench/sqlite_tx.py
+    --journal delete): small writes that touch 3 pages ten times in all --
+    4 pages written back for 10 written, M = 35, under U = 60. The journals
+    form one steady stream (heirs), but the thesis policy never upgrades
+    it: every sync is real. The adaptive policy lowers the thresholds of a
+    steady stream (tdax_track_adapt), so the journals after the first few
+    are logged from their creation."""
+    small = [(0, 512), (512, 4), (516, 4096), (4612, 4), (4616, 4), (4620, 4096), (8716, 4)]
+    light, c = journals(dev, diskdir, policy, 600, small)
+    if policy == "thesis":
+        assert light < 60 and c["upgrades"] == 0, (light, c)
+    else:
+        assert light > 1000 and c["upgrades"] >= 500, (light, c)
 
 
 def test_tunable_change_reaches_a_running_process(dev, diskdir, spawn):
@@ -200,11 +229,11 @@ for i in range(4000):
 """
 
 
-@pytest.mark.parametrize("policy", ["thesis", "ahead"])
-def test_policy_ahead_carries_an_append_stream_into_each_new_range(dev, diskdir, spawn, policy):
+@pytest.mark.parametrize("policy", ["thesis", "adaptive"])
+def test_policy_adaptive_carries_an_append_stream_into_each_new_range(dev, diskdir, spawn, policy):
     """Ranges of 4 pages (16 KiB): 4,000 synced 128 B appends cross 31 of
     them. Under the thesis policy each new range starts on the kernel path
-    (writes unlogged, syncs real until its upgrade); under "ahead" an
+    (writes unlogged, syncs real until its upgrade); under "adaptive" an
     append over the last quarter of an upgraded range upgrades the next one
     before the stream gets there."""
     run(TDAX, "set", "--device", dev, "granularity_order=2", check=0)
@@ -242,5 +271,8 @@ def test_a_removed_files_upgraded_range_is_downgraded_not_retried_forever(dev, d
         diskdir / "go", env=TDAX_ENV, check=0)  # "go" exists: two 1.5 s streams
     t1 = os.times()
     assert [f["upgraded"] for f in status(dev)["files"] if f["path"] == str(gone)] == [0]
+    # Reactivity: the downgrade was timed from the removed file's last sync.
+    c = status(dev)["counters"]
+    assert c["downgrades_timed"] >= 1 and c["downgrade_wait_ns"] > 0, c
     cpu = t1.children_system + t1.children_user - t0.children_system - t0.children_user
     assert cpu < 4.5  # 3 s of syncing, not a second thread spinning on failed opens

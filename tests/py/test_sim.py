@@ -55,7 +55,7 @@ def test_all_policies_and_a_sweep(dev, diskdir):
     trace = traced_sqlite(dev, diskdir, tx=1000)
     rs = json.loads(run(TDAX, "sim", trace, "--policy", "all", "--json", check=0).stdout)
     by = {r["policy"]: r for r in rs}
-    assert set(by) == {"thesis", "always", "never", "fsync-streak", "bandwidth", "ahead"}
+    assert set(by) == {"thesis", "always", "never", "fsync-streak", "bandwidth", "adaptive"}
     # never: only syncs with nothing new since the last real sync are light
     assert by["never"]["light_fraction"] < 0.01 and by["never"]["upgrades"] == 0
     assert by["always"]["light_fraction"] >= by["thesis"]["light_fraction"] > 0.9
@@ -65,6 +65,24 @@ def test_all_policies_and_a_sweep(dev, diskdir):
     assert len(json.loads((out / "sweep.json").read_text())) == 6
     assert (out / "sweep.png").stat().st_size > 10000 and "light" in p.stdout
     assert "unknown policy" in run(TDAX, "sim", trace, "--policy", "magic").stderr
+
+
+def test_the_simulated_adaptive_policy_takes_up_the_journals_the_thesis_leaves(dev, diskdir):
+    """A trace of SQLite in rollback-journal mode (a new journal at the same
+    name every transaction) under the thesis policy: replayed, the thesis
+    policy leaves the journals' syncs real, as the run did; the adaptive
+    policy (heirs, and lower thresholds for a steady stream) answers
+    nearly all of them from the log."""
+    trace = diskdir / "j.bin"
+    run(TDAX, "run", "--device", dev, "--trace", trace, "--", PY, SQLITE_TX, diskdir / "d.db", "--journal",
+        "delete", "--tx", 500, env=TDAX_ENV, check=0)
+    c = info(dev)["counters"]
+    rs = {r["policy"]: r for r in json.loads(run(TDAX, "sim", trace, "--policy", "all", "--json",
+                                                     check=0).stdout)}
+    th, ad = rs["thesis"], rs["adaptive"]
+    assert close(th["real_syncs"], c["real_syncs"]) and th["light_fraction"] < 0.5, (th, c)
+    assert ad["light_fraction"] > 0.9 and ad["light_fraction"] >= th["light_fraction"] + 0.4, ad
+    assert ad["upgrades"] >= 1 and ad["downgrade_after_ms"] is None, ad
 
 
 def c_layouts():
@@ -86,7 +104,8 @@ def test_simulator_structs_match_the_c_ones():
     """ctrack's ctypes structs are the C structs the policy code takes
     (src/policy/track.h): same size, same fields at the same offsets."""
     c = c_layouts()["structs"]
-    for cls, name in ((ctrack.Tunables, "tdax_tunables"), (ctrack.Range, "tdax_range_track")):
+    for cls, name in ((ctrack.Tunables, "tdax_tunables"), (ctrack.Range, "tdax_range_track"),
+                      (ctrack.Legacy, "tdax_track_legacy")):
         assert ctypes.sizeof(cls) == c[name]["size"], name
         py = [(f, getattr(cls, f).offset, getattr(cls, f).size) for f, _ in cls._fields_]
         assert py == [tuple(f) for f in c[name]["fields"]], name
@@ -113,4 +132,5 @@ def test_simulator_constants_match_the_c_ones():
         k["TDAX_TR_" + s] for s in ("WRITE", "SYNC", "OPEN", "META", "NAME"))
     assert (ctrace.CREATE, ctrace.REAL) == (k["TDAX_TRF_CREATE"], k["TDAX_TRF_REAL"])
     assert ctrace.KERNEL_ONLY == {k["TDAX_FB_MMAP"], k["TDAX_FB_STDIO"]}
+    assert ctrace.METADATA == k["TDAX_FB_METADATA"]
     assert k["TDAX_TRACE_VERSION"] == 1 and c_layouts()["trace_magic"] == "TDAXTRC1"
