@@ -5,8 +5,9 @@
   tdax sim FILE [--policy P|all] [--set KEY=VALUE ...] [--capacity SIZE]
                 [--cost KEY=VALUE ...] [--sweep KEY=FROM:TO:STEP ...] [--json] [--out DIR]
 
-Policies: thesis (the runtime's own code), always, never, fsync-streak (SPFS),
-bandwidth (Transparent DAX Mappings), ahead (thesis + upgrade-ahead: ours).
+Policies: thesis (the runtime's own code, heirs included), always, never,
+fsync-streak (SPFS), bandwidth (Transparent DAX Mappings), adaptive (the
+runtime's: thesis with thresholds of its own per range and upgrade-ahead).
 Costs (microseconds unless named): real_sync_us, light_sync_us, write_us,
 log_record_us, log_ns_per_byte. A sweep runs the thesis policy over the grid
 on all cores and plots heatmaps of the lightweight-sync fraction and the
