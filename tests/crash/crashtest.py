@@ -426,7 +426,10 @@ def round_(app, fault, seed, control, base):
         kill_tree(procs)
         t0 = time.time()
         if fault == "sigkill":
-            rec = sh(TDAX, "recover", "--device", device, "--json")
+            rec = sh(TDAX, "recover", "--device", device, "--json", check=False)
+            if rec.returncode:  # records left (3) after a kill: say which line and which files
+                raise RuntimeError(f"{app} {fault} seed {seed}: tdax recover exited {rec.returncode}: "
+                                   f"{rec.stdout.strip()} {rec.stderr.strip()}")
         else:
             disk.cut()
             disk.reboot()
