@@ -62,9 +62,23 @@ void tdax_manage_dup(int from, int to)
 	tdax_fd_used(to);
 }
 
-/* File systems where a sync costs nothing or tdax has no business. */
-static bool fs_excluded(int fd)
+/*
+ * File systems where a sync costs nothing or tdax has no business. The
+ * devices found not to be one are remembered (a few, per process), so an
+ * open of a file there costs no fstatfs. A device number that comes back
+ * as another file system (an unmount, and a mount that reuses it) is at
+ * worst one tdax manages needlessly; an excluded one is never remembered,
+ * since managing a file must never stop while another process manages it.
+ */
+#define KNOWN_DEVS 8
+static _Atomic uint64_t known_devs[KNOWN_DEVS]; /* st_dev + 1; 0: free */
+static _Atomic uint32_t known_next;
+
+static bool fs_excluded(int fd, dev_t dev)
 {
+	for (int i = 0; i < KNOWN_DEVS; i++)
+		if (atomic_load_explicit(&known_devs[i], memory_order_relaxed) == (uint64_t)dev + 1)
+			return false;
 	struct statfs sf;
 	if (fstatfs(fd, &sf) != 0)
 		return true;
@@ -73,13 +87,15 @@ static bool fs_excluded(int fd)
 	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
 		return true;
 	}
+	uint32_t slot = atomic_fetch_add_explicit(&known_next, 1, memory_order_relaxed) % KNOWN_DEVS;
+	atomic_store_explicit(&known_devs[slot], (uint64_t)dev + 1, memory_order_relaxed);
 	return false;
 }
 
 static bool qualifies(int fd, int flags, struct stat *st)
 {
 	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && fstat(fd, st) == 0 &&
-	       S_ISREG(st->st_mode) && !fs_excluded(fd);
+	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev);
 }
 
 bool tdax_manage_wants(int fd, int flags)
@@ -171,13 +187,12 @@ static uint16_t fd_flags(int flags)
  * (tracking.h: heirs). The count of registrations is read before the
  * index: an entry made after the look moves it.
  */
-static bool may_wait(const char *path_or_null, int flags, const struct stat *st, uint32_t *count)
+static bool may_wait(enum tdax_heir heir, int flags, const struct stat *st, uint32_t *count)
 {
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
 	return !(flags & O_DSYNC) && tdax_rt.policy != TDAX_POLICY_ALWAYS && !tdax_tracing &&
-	       !tdax_rt.blind &&
-	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino) &&
-	       !(path_or_null && (flags & O_CREAT) && st->st_size == 0 && tdax_tracking_is_heir(path_or_null));
+	       !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
+	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
 }
 
 /* tdax_manage of a number that has no entry now. */
@@ -188,7 +203,9 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	bool created;
 	if (!qualifies(fd, flags, &st))
 		return false;
-	if (may_wait(path_or_null, flags, &st, &count)) {
+	bool made = (flags & O_CREAT) && st.st_size == 0;
+	enum tdax_heir heir = path_or_null && made ? tdax_tracking_heir(path_or_null) : TDAX_HEIR_NONE;
+	if (may_wait(heir, flags, &st, &count)) {
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
 			.mode = TDAX_MODE_UNREGISTERED,
@@ -207,18 +224,22 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	/* A new entry of an empty file opened with O_CREAT: its creation is a
 	 * record, nothing before the open is unknown (the registration's
 	 * uncovered count goes). An entry found is a file that existed:
-	 * O_CREAT changed nothing. */
-	bool logged = created && (flags & O_CREAT) && st.st_size == 0 &&
+	 * O_CREAT changed nothing. Not for the heir of a stream that was not
+	 * upgraded: its syncs are real anyway, and a record would cost a
+	 * directory sync in the write-back for every such file (SQLite's
+	 * rollback journal: one per transaction, 0.94 of its speed without
+	 * tdax); it is made as any file is, and takes up the counts. */
+	bool logged = created && made && heir != TDAX_HEIR_COLD &&
 		      tdax_coherent_created(fd, idx, gen, (uint32_t)st.st_mode & 07777);
 	if (logged) {
 		atomic_fetch_sub(&rt->uncovered, 1);
-		if (path_or_null)
-			tdax_tracking_inherit(idx, gen, path_or_null);
 	} else if (created || seen != (uint64_t)st.st_size) {
 		/* New to tdax, or changed by someone tdax did not see. */
 		atomic_store(&rt->size_seen, (uint64_t)st.st_size);
 		atomic_fetch_add(&rt->uncovered, 1);
 	}
+	if (created && (heir == TDAX_HEIR_COLD || (heir == TDAX_HEIR_UPGRADED && logged)))
+		tdax_tracking_inherit(idx, gen, path_or_null);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
 	if (!logged && ((flags & O_TRUNC) || (created && (flags & O_CREAT))))

@@ -154,8 +154,11 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 		tdax_checkpoint_unnaming(plus1 - 1, gen);
 		tdax_tracking_removed(plus1 - 1, gen, path); /* a new file here may take up its stream */
 	}
-	struct tdax_dir_look dir;
-	tdax_dirsync_look(dirfd, path, &dir);
+	/* Only an unlink of a registered file may be held by the log: the
+	 * directory is looked at before for no other (dirsync.h). */
+	struct tdax_dir_look dir = { .valid = false };
+	if (fd >= 0)
+		tdax_dirsync_look(dirfd, path, &dir);
 	int r = TDAX_REAL(unlinkat)(dirfd, path, flags);
 	int err = errno;
 	if (r == 0 && named)
@@ -165,7 +168,8 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	bool logged = fd >= 0 && tdax_checkpoint_unnamed(fd, plus1 - 1, gen, r == 0, false);
 	if (logged)
 		tdax_writeback_ensure();
-	tdax_dirsync_changed(dirfd, path, &dir, logged);
+	if (r == 0 || dir.valid)
+		tdax_dirsync_changed(dirfd, path, &dir, logged);
 	if (fd >= 0)
 		TDAX_REAL(close)(fd);
 	errno = err;

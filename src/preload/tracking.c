@@ -353,9 +353,10 @@ static struct heir *heir_of(const char *name, uint64_t now)
 	return NULL;
 }
 
-bool tdax_tracking_is_heir(const char *name)
+enum tdax_heir tdax_tracking_heir(const char *name)
 {
-	return tracks() && heir_of(name, tdax_coarse_ns()) != NULL;
+	const struct heir *h = tracks() ? heir_of(name, tdax_coarse_ns()) : NULL;
+	return !h ? TDAX_HEIR_NONE : h->legacy.upgraded ? TDAX_HEIR_UPGRADED : TDAX_HEIR_COLD;
 }
 
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)

@@ -26,12 +26,14 @@ bool tdax_tracking_cold(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
  * Heirs (policy/track.h): removed reports that the registered file (idx,
  * gen) is about to lose its name `name` (as the application gave it) to an
  * unlink;
- * is_heir says whether a file about to be made at `name` takes up a
- * removed file's stream (register it at once); inherit gives the new
- * file's entry that stream's counts and upgrade.
+ * heir says whether a file about to be made at `name` takes up a removed
+ * file's stream (register it at once), and whether that stream was
+ * upgraded (its creation is then a record: its first sync is light);
+ * inherit gives the new file's entry that stream's counts and upgrade.
  */
+enum tdax_heir { TDAX_HEIR_NONE = 0, TDAX_HEIR_COLD, TDAX_HEIR_UPGRADED };
 void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name);
-bool tdax_tracking_is_heir(const char *name);
+enum tdax_heir tdax_tracking_heir(const char *name);
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name);
 
 /* The policy's counts of this thread's last writes are added to their

@@ -161,13 +161,18 @@ def test_the_adaptive_policy_takes_up_a_steady_stream_the_thesis_leaves(dev, dis
     form one steady stream (heirs), but the thesis policy never upgrades
     it: every sync is real. The adaptive policy lowers the thresholds of a
     steady stream (tdax_track_adapt), so the journals after the first few
-    are logged from their creation."""
+    are logged from their creation. Under the thesis no journal's creation
+    is a record either: a record would cost a directory sync in the
+    write-back per journal for syncs that are real anyway (0.94 of SQLite's
+    speed without tdax) -- while the journals not yet upgraded under
+    adaptive take up the counts all the same (their stream's syncs add up
+    to the upgrade)."""
     small = [(0, 512), (512, 4), (516, 4096), (4612, 4), (4616, 4), (4620, 4096), (8716, 4)]
     light, c = journals(dev, diskdir, policy, 600, small)
     if policy == "thesis":
-        assert light < 60 and c["upgrades"] == 0, (light, c)
+        assert light < 60 and c["upgrades"] == 0 and c["logged_creates"] == 0, (light, c)
     else:
-        assert light > 1000 and c["upgrades"] >= 500, (light, c)
+        assert light > 1000 and c["upgrades"] >= 500 and c["logged_creates"] >= 500, (light, c)
 
 
 def test_tunable_change_reaches_a_running_process(dev, diskdir, spawn):
