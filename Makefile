@@ -5,7 +5,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
-ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc
+ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc -I$(B)/gen
 # libpmem2 and ISA-L are not linked: tdax loads them when it maps a region
 # (src/core/pmem.h, src/core/crc32c.h).
 LDLIBS  := -pthread -ldl
@@ -35,8 +35,14 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+
+# The version (VERSION) and build (the commit) `tdax --version` prints.
+$(B)/gen/version.h: FORCE
+	@mkdir -p $(@D)
+	@scripts/version.sh $@
+$(B)/obj/cli/main.o $(T)/obj/cli/main.o: $(B)/gen/version.h
 
 $(B)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
@@ -152,6 +158,42 @@ $(B)/san/test_%: tests/c/test_%.c tests/c/harness.c $(SAN_O) $(HDRS)
 
 deps:
 	@scripts/deps.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the command, the libraries it
+# preloads and the simulator (PREFIX/lib/tdax, where an installed tdax looks:
+# src/cli/paths.h), the man page, bash completion and the boot-time recovery
+# unit (dist/). make uninstall removes exactly these.
+PREFIX  ?= /usr/local
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+VERSION := $(shell cat VERSION)
+LIBDIR  := $(PREFIX)/lib/tdax
+INSTALLED := $(PREFIX)/bin/tdax $(LIBDIR)/libtdax.so $(LIBDIR)/libtdaxtrack.so \
+	$(patsubst bench/%,$(LIBDIR)/python/%,$(wildcard bench/tdaxsim/*.py)) \
+	$(PREFIX)/share/man/man1/tdax.1 $(PREFIX)/share/bash-completion/completions/tdax \
+	$(UNITDIR)/tdax-recover@.service
+SUBST   := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(PREFIX)/bin|g' \
+	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@UNITDIR@|$(UNITDIR)|g'
+
+install: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so
+	install -D -m 0755 $(B)/bin/tdax $(DESTDIR)$(PREFIX)/bin/tdax
+	install -D -m 0644 $(B)/lib/libtdax.so $(DESTDIR)$(LIBDIR)/libtdax.so
+	install -D -m 0644 $(B)/lib/libtdaxtrack.so $(DESTDIR)$(LIBDIR)/libtdaxtrack.so
+	install -d $(DESTDIR)$(LIBDIR)/python/tdaxsim
+	install -m 0644 bench/tdaxsim/*.py $(DESTDIR)$(LIBDIR)/python/tdaxsim/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(UNITDIR)
+	$(SUBST) dist/tdax.1 > $(DESTDIR)$(PREFIX)/share/man/man1/tdax.1
+	install -m 0644 dist/tdax.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tdax
+	$(SUBST) dist/tdax-recover@.service > $(DESTDIR)$(UNITDIR)/tdax-recover@.service
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -rf $(DESTDIR)$(LIBDIR)/python/tdaxsim/__pycache__
+	-rmdir $(DESTDIR)$(LIBDIR)/python/tdaxsim $(DESTDIR)$(LIBDIR)/python $(DESTDIR)$(LIBDIR) 2>/dev/null
+
+# make deb: build/tdax_VERSION_ARCH.deb, the same files under /usr (the unit
+# in /lib/systemd/system, Debian 12's place), with dpkg-deb.
+deb: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so
+	@scripts/deb.sh $(B) $(VERSION)
 
 # Every test: C unit tests (plain, ASan+UBSan, TSan), fuzzing, power cuts, the
 # VM guests, pytest, then CPython's file-API suites under tdax.

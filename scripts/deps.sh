@@ -11,6 +11,7 @@ pkgs=(build-essential pkg-config libpmem2-dev libisal-dev python3 python3-venv s
       libfuse3-dev fuse3 e2fsprogs mount clang-14 libclang-rt-14-dev
       qemu-system-x86 ndctl busybox-static cpio kmod)  # the last line: make vmtest's guests
 pkgs+=(libpython3.11-testsuite)  # make test-cpython: CPython's suites, for /usr/bin/python3.11
+pkgs+=(groff-base bash-completion systemd)  # checks of the man page, completion and unit (make install)
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

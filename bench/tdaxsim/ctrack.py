@@ -1,10 +1,13 @@
 """ctrack -- the runtime's policy code (src/policy/track.c, built as
 build/lib/libtdaxtrack.so) through ctypes: the simulator decides exactly as
-the runtime does."""
+the runtime does. The tdax command names the library in TDAX_TRACK_LIB (an
+installed tdax's is beside libtdax.so); else the build tree's."""
 import ctypes
+import os
 from pathlib import Path
 
-LIB = Path(__file__).resolve().parents[2] / "build" / "lib" / "libtdaxtrack.so"
+LIB = Path(os.environ.get("TDAX_TRACK_LIB")
+           or Path(__file__).resolve().parents[2] / "build" / "lib" / "libtdaxtrack.so")
 KEEP, UPGRADE, DOWNGRADE = 0, 1, 2
 NONE, TO_UPGRADE, UPGRADING, UPGRADED, TO_DOWNGRADE, DOWNGRADING = range(6)
 LOGGED = {UPGRADED, TO_DOWNGRADE, DOWNGRADING}

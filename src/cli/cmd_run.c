@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/cmd_run.h"
 #include "cli/out.h"
+#include "cli/paths.h"
 #include "core/device.h"
 #include "core/env.h"
 #include "core/format.h"
@@ -23,7 +24,7 @@
 #include "core/trace.h"
 
 static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|adaptive|always|never] [--quiet]\n"
+	"usage: tdax run [--device PATH] [--policy thesis|adaptive|always|never] [--quiet|--verbose]\n"
 	"                [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
@@ -37,17 +38,19 @@ static const char run_help[] =
 	"                  append stream carries its state into the next range), always (log\n"
 	"                  every write), never (track, never upgrade)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
+	"  --verbose       also warn (once per reason) of the routine fallbacks: a change of\n"
+	"                  names, a range not upgraded, a stdio stream on a file\n"
 	"  --trace FILE    record every write and sync of managed files in FILE (a new file),\n"
 	"                  for 'tdax trace' and 'tdax sim'\n"
 	"  --allow-shared  accept a region another user owns or any user can write\n"
 	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
 	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
 	"kernel) and one line on stderr says why.\n"
-	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, LD_PRELOAD; tunables of\n"
+	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
 	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if libtdax.so is missing.\n";
 
-/* build/bin/tdax -> build/lib/libtdax.so (or $TDAX_LIB). */
+/* $TDAX_LIB, else the libtdax.so beside this tdax (cli/paths.h). */
 static int find_library(char *out, size_t len)
 {
 	const char *env = secure_getenv("TDAX_LIB");
@@ -55,15 +58,13 @@ static int find_library(char *out, size_t len)
 		snprintf(out, len, "%s", env);
 		return access(out, R_OK);
 	}
-	char exe[PATH_MAX - 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
+	char dir[PATH_MAX - 32];
+	if (tdax_paths_libdir(dir, sizeof(dir)) != 0) {
+		snprintf(out, len, "lib/libtdax.so or lib/tdax/libtdax.so beside this tdax's bin");
 		return -1;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	*slash = '\0';
-	snprintf(out, len, "%s/../lib/libtdax.so", exe);
-	return access(out, R_OK);
+	}
+	snprintf(out, len, "%s/libtdax.so", dir);
+	return 0;
 }
 
 /* Open (creating the default device on first use) and bring it up to date,
@@ -102,7 +103,7 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 }
 
 /* The environment that preloads libtdax.so on the region at path. */
-static int start_with_tdax(const char *path, const char *libabs, const char *policy, bool quiet,
+static int start_with_tdax(const char *path, const char *libabs, const char *policy, const char *talk,
 			   const char *trace, struct tdax_err *e)
 {
 	char abs[PATH_MAX];
@@ -115,8 +116,8 @@ static int start_with_tdax(const char *path, const char *libabs, const char *pol
 	setenv("TDAX_DEVICE", abs, 1);
 	if (policy)
 		setenv("TDAX_POLICY", policy, 1);
-	if (quiet)
-		setenv("TDAX_QUIET", "1", 1);
+	if (talk)
+		setenv(talk, "1", 1);
 	if (trace) {
 		struct tdax_device *dev;
 		char tabs[PATH_MAX];
@@ -140,10 +141,11 @@ int cmd_run(int argc, char **argv)
 		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
 		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
 		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ "verbose", no_argument, 0, 'v' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *device = NULL, *policy = NULL, *trace = NULL;
-	bool quiet = false;
+	const char *talk = NULL; /* TDAX_QUIET or TDAX_VERBOSE */
 	int c;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (c) {
@@ -155,7 +157,8 @@ int cmd_run(int argc, char **argv)
 						   optarg);
 			policy = optarg;
 			break;
-		case 'q': quiet = true; break;
+		case 'q': talk = "TDAX_QUIET"; break;
+		case 'v': talk = "TDAX_VERBOSE"; break;
 		case 't': trace = optarg; break;
 		case 'a': setenv("TDAX_ALLOW_SHARED", "1", 1); break;
 		case 'h': fputs(run_help, stdout); return EXIT_OK;
@@ -178,7 +181,7 @@ int cmd_run(int argc, char **argv)
 		fputs("; starting ", stderr);
 		text_str(stderr, argv[optind], PATH_MAX);
 		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
-	} else if (start_with_tdax(path, libabs, policy, quiet, trace, &e) != 0) {
+	} else if (start_with_tdax(path, libabs, policy, talk, trace, &e) != 0) {
 		return fail(&e);
 	}
 	execvp(argv[optind], argv + optind);

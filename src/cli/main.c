@@ -13,9 +13,10 @@
 #include "cli/cmd_status.h"
 #include "cli/out.h"
 #include "core/device.h"
+#include "version.h" /* generated: build/gen, scripts/version.sh */
 
 static const char main_help[] =
-	"usage: tdax COMMAND [ARGS] (each command takes --help)\n"
+	"usage: tdax COMMAND [ARGS] (each command takes --help), tdax --version\n"
 	"\n"
 	"  device create    create and format a device region\n"
 	"  device info      show a device region's header, state and usage\n"
@@ -41,6 +42,10 @@ int main(int argc, char **argv)
 	    strcmp(argv[1], "help") == 0) {
 		fputs(main_help, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("tdax %s (build %s)\n", TDAX_VERSION, TDAX_BUILD);
+		return EXIT_OK;
 	}
 	if (strcmp(argv[1], "recover") == 0)
 		return cmd_recover(argc - 1, argv + 1);

@@ -90,6 +90,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t h
 static void configure(void)
 {
 	tdax_rt.quiet = tdax_env_on("TDAX_QUIET"); /* first: every warning below respects it */
+	tdax_rt.verbose = tdax_env_on("TDAX_VERBOSE");
 	const char *p = secure_getenv("TDAX_POLICY");
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS

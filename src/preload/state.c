@@ -44,8 +44,13 @@ void tdax_warn(const char *fmt, const char *a, const char *b)
 void tdax_fallback(enum tdax_fallback why, const char *path)
 {
 	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
-	if (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED)
-		return; /* the normal course of things: counted, not worth a warning */
+	/* The normal course of things -- counted, worth a warning only when
+	 * asked (TDAX_VERBOSE): a change of names, a range not upgraded, a
+	 * stdio stream (a log file a server opens with fopen for every line:
+	 * its syncs are the kernel's, nothing is at risk). */
+	if (!tdax_rt.verbose &&
+	    (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED || why == TDAX_FB_STDIO))
+		return;
 	uint32_t bit = 1u << why;
 	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)
 		return;

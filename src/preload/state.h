@@ -31,6 +31,7 @@ struct tdax_runtime {
 	bool inherited;              /* waiting, with inherited descriptors to manage (start.h) */
 	enum tdax_policy policy;
 	bool quiet;
+	bool verbose;                /* TDAX_VERBOSE=1: warn of the routine fallbacks too */
 #ifdef TDAX_TEST_BUILD
 	bool test_lie;               /* TDAX_TEST_LIE=1: positive control, see coherent.c */
 #endif

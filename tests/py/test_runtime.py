@@ -268,13 +268,28 @@ def test_shared_writable_mmap_makes_the_file_kernel_only(dev, diskdir):
     assert c["fallback_mmap"] >= 1 and c["light_syncs"] == 2 and c["real_syncs"] == 1
 
 
+# Python's own files do not use stdio; call the C library's.
+STDIO = ("import ctypes; libc = ctypes.CDLL(None); libc.fdopen.restype = ctypes.c_void_p; "
+         "f = libc.fdopen(os.dup(fd), b'w'); libc.fputs(b's', ctypes.c_void_p(f)); "
+         "libc.fflush(ctypes.c_void_p(f))")
+
+
 def test_stdio_stream_makes_the_file_kernel_only(dev, diskdir):
-    # Python's own files do not use stdio; call the C library's.
-    c = fallback_case(dev, diskdir / "s", "import ctypes; libc = ctypes.CDLL(None); "
-                      "libc.fdopen.restype = ctypes.c_void_p; "
-                      "f = libc.fdopen(os.dup(fd), b'w'); libc.fputs(b's', ctypes.c_void_p(f)); "
-                      "libc.fflush(ctypes.c_void_p(f))")
+    c = fallback_case(dev, diskdir / "s", STDIO)
     assert c["fallback_stdio"] >= 1 and c["light_syncs"] == 2 and c["real_syncs"] == 1
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_stdio_stream_is_counted_and_warned_of_only_when_verbose(dev, diskdir, verbose):
+    """A stdio stream on a file (Redis appends its log with fopen for every
+    line) puts nothing at risk -- its syncs are the kernel's -- so it is a
+    counter in `tdax status`, and a warning only with --verbose."""
+    code = "import os; fd = os.open(%r, os.O_RDWR | os.O_CREAT, 0o644); os.fsync(fd); %s" % (
+        str(diskdir / "log"), STDIO)
+    flags = ["--verbose"] if verbose else []
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", *flags, "--", PY, "-c", code, check=0)
+    assert ("falling back to the kernel's sync (stdio)" in p.stderr) == verbose, p.stderr
+    assert info(dev)["counters"]["fallback_stdio"] >= 1
 
 
 def test_copy_file_range_into_a_file_needs_the_kernel(dev, diskdir):

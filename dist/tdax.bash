@@ -1,0 +1,69 @@
+# bash completion for tdax(1) -- installed by `make install` and the Debian
+# package. The commands and options are those of `tdax --help` and each
+# command's --help (tests/py/test_install.py checks the commands).
+_tdax()
+{
+	local cur prev words cword
+	_init_completion || return
+	local commands="run recover status top get set device trace sim bench --version --help"
+	if ((cword == 1)); then
+		COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+		return
+	fi
+	case $prev in
+	--device | --trace)
+		_filedir
+		return
+		;;
+	--policy)
+		COMPREPLY=($(compgen -W "thesis adaptive always never" -- "$cur"))
+		return
+		;;
+	--backend)
+		COMPREPLY=($(compgen -W "emulated fsdax devdax" -- "$cur"))
+		return
+		;;
+	esac
+	local opts
+	case ${words[1]} in
+	run)
+		local i
+		for ((i = 2; i < cword; i++)); do
+			if [[ ${words[i]} == -- ]]; then
+				_command_offset $((i + 1))
+				return
+			fi
+		done
+		opts="--device --policy --quiet --verbose --trace --allow-shared --help --"
+		;;
+	recover) opts="--device --power-failure --discard-unmatched --json --help" ;;
+	status) opts="--device --json --verbose --help" ;;
+	top) opts="--device --interval --count --verbose --help" ;;
+	get | set) opts="--device --help" ;;
+	device)
+		if ((cword == 2)); then
+			COMPREPLY=($(compgen -W "create info destroy" -- "$cur"))
+			return
+		fi
+		case ${words[2]} in
+		create) opts="--device --backend --size --persist-cost --bandwidth --segment-size --owner --mode --force --help" ;;
+		info) opts="--device --json --help" ;;
+		destroy) opts="--device --force --help" ;;
+		esac
+		;;
+	trace)
+		if ((cword == 2)); then
+			COMPREPLY=($(compgen -W "info dump" -- "$cur"))
+			return
+		fi
+		_filedir
+		return
+		;;
+	sim) opts="--policy --set --capacity --cost --sweep --json --out --help" ;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+	else
+		_filedir
+	fi
+} && complete -F _tdax tdax

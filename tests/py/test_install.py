@@ -1,0 +1,141 @@
+"""Installing tdax (issue #22): `make install` / `make uninstall` with PREFIX
+and DESTDIR, `make deb`, an installed tdax that runs from its own paths, the
+man page, bash completion and the boot-time recovery unit (dist/)."""
+import json
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from conftest import PY, ROOT, TDAX_ENV, run
+
+VERSION = (ROOT / "VERSION").read_text().strip()
+SIM = sorted(p.name for p in (ROOT / "bench" / "tdaxsim").glob("*.py"))
+
+
+def installed(prefix, unitdir, man="tdax.1"):
+    """What an install under prefix holds (paths relative to the root)."""
+    lib = f"{prefix}/lib/tdax"
+    return {f"{prefix}/bin/tdax", f"{lib}/libtdax.so", f"{lib}/libtdaxtrack.so",
+            f"{prefix}/share/man/man1/{man}", f"{prefix}/share/bash-completion/completions/tdax",
+            f"{unitdir}/tdax-recover@.service"} | {f"{lib}/python/tdaxsim/{n}" for n in SIM}
+
+
+def files_under(root):
+    return {"/" + str(p.relative_to(root)) for p in Path(root).rglob("*") if not p.is_dir()}
+
+
+def make(*args):
+    return run("make", "-s", "--no-print-directory", "-C", ROOT, *args, check=0)
+
+
+def commands():
+    """The commands `tdax --help` lists."""
+    out = run(ROOT / "build" / "bin" / "tdax", "--help", check=0).stdout
+    return {m.group(1) for m in re.finditer(r"^  (\w+)", out, re.M)}
+
+
+def test_install_puts_every_file_under_destdir_and_uninstall_removes_them(tmp_path):
+    make("install", f"DESTDIR={tmp_path}", "PREFIX=/usr")
+    assert files_under(tmp_path) == installed("/usr", "/usr/lib/systemd/system")
+    unit = (tmp_path / "usr/lib/systemd/system/tdax-recover@.service").read_text()
+    assert "ExecStart=/usr/bin/tdax recover --device %f" in unit
+    assert f'"tdax {VERSION}"' in (tmp_path / "usr/share/man/man1/tdax.1").read_text()
+    make("uninstall", f"DESTDIR={tmp_path}", "PREFIX=/usr")
+    assert files_under(tmp_path) == set()
+    assert not (tmp_path / "usr/lib/tdax").exists()
+
+
+def test_an_installed_tdax_runs_from_its_own_paths(tmp_path, device, diskdir):
+    """Installed anywhere (PREFIX, no build tree beside it), tdax preloads its
+    own libtdax.so, answers syncs from the device, recovers, and its
+    simulator runs the installed policy code with the system's python3."""
+    prefix = tmp_path / "prefix"
+    make("install", f"PREFIX={prefix}")
+    tdax = prefix / "bin" / "tdax"
+    assert run(tdax, "--version", check=0).stdout.startswith(f"tdax {VERSION} (build ")
+    run(tdax, "device", "create", "--device", device, "--size", "64M", check=0)
+    trace = diskdir / "t.trace"
+    code = ("import os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)\n"
+            "for i in range(300):\n"
+            "    os.write(fd, b'x' * 128); os.fdatasync(fd)\n"
+            "print(os.environ['LD_PRELOAD'])\n")
+    p = run(tdax, "run", "--device", device, "--trace", trace, "--", PY, "-c", code, diskdir / "log",
+            env=TDAX_ENV, check=0)
+    assert p.stdout.strip() == str(prefix / "lib" / "tdax" / "libtdax.so")
+    c = json.loads(run(tdax, "status", "--device", device, "--json", check=0).stdout)["counters"]
+    assert c["light_syncs"] > 250, c
+    run(tdax, "recover", "--device", device, check=0)
+    env = {"PATH": "/usr/bin:/bin"}  # the system's python3, not the test venv's
+    sim = json.loads(run(tdax, "sim", trace, "--policy", "thesis", "--json", env=env, check=0).stdout)
+    assert sim["light_syncs"] + sim["real_syncs"] == 300 and sim["light_syncs"] > 250, sim
+    assert not list(prefix.rglob("__pycache__"))  # nothing that uninstall would leave
+    p = run(tdax, "bench", "log")
+    assert p.returncode == 1 and "runs from a tdax source tree" in p.stderr
+
+
+def test_the_recovery_unit_verifies(tmp_path):
+    """systemd-analyze verify: the unit's keys, ordering, command and
+    documentation (an instance, as `systemctl enable tdax-recover@PATH`
+    makes one; its man page found where it was installed)."""
+    prefix = tmp_path / "prefix"
+    make("install", f"PREFIX={prefix}")
+    unit = tmp_path / "tdax-recover@dev-dax0.0.service"
+    shutil.copy(prefix / "lib/systemd/system/tdax-recover@.service", unit)
+    p = run("systemd-analyze", "verify", unit, env={"MANPATH": str(prefix / "share" / "man")})
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    text = unit.read_text()
+    assert "Before=sysinit.target" in text and "After=local-fs.target" in text
+
+
+def test_man_page_and_completion_know_every_command():
+    want = commands()
+    assert {"run", "recover", "status", "device", "sim"} <= want
+    man = (ROOT / "dist" / "tdax.1").read_text()
+    assert not (want - set(re.findall(r"^\.B (\w+)", man, re.M))), want
+    p = run("groff", "-man", "-ww", "-z", ROOT / "dist" / "tdax.1")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+    def complete(line):
+        words = line.split(" ")
+        script = ("source /usr/share/bash-completion/bash_completion; source %s; "
+                  "COMP_WORDS=(%s); COMP_CWORD=%d; COMP_LINE='%s'; COMP_POINT=%d; _tdax; "
+                  "echo \"${COMPREPLY[*]}\"" % (ROOT / "dist" / "tdax.bash",
+                                                " ".join(shlex.quote(w) for w in words),
+                                                len(words) - 1, line, len(line)))
+        return set(run("bash", "-c", script, check=0).stdout.split())
+
+    assert want | {"--version", "--help"} == complete("tdax ")
+    assert complete("tdax ru") == {"run"}
+    assert complete("tdax device c") == {"create"}
+    assert complete("tdax run --policy a") == {"adaptive", "always"}
+
+
+def test_the_debian_package_holds_the_install_and_installs_and_removes_cleanly(tmp_path):
+    """make deb; the package unpacked by dpkg into a root of its own (the
+    system's dpkg database untouched): the installed tdax runs, and removal
+    leaves nothing."""
+    make("deb")
+    arch = run("dpkg", "--print-architecture", check=0).stdout.strip()
+    deb = ROOT / "build" / f"tdax_{VERSION}_{arch}.deb"
+    fields = run("dpkg-deb", "--field", deb, "Package", "Version", "Depends", check=0).stdout
+    assert f"Version: {VERSION}" in fields and "libisal2" in fields
+    listed = {line.split()[-1][1:] for line in run("dpkg-deb", "-c", deb, check=0).stdout.splitlines()
+              if not line.startswith("d")}
+    assert listed == installed("/usr", "/lib/systemd/system", man="tdax.1.gz") | {
+        "/usr/share/doc/tdax/copyright"}
+    root = tmp_path / "root"
+    for d in ("var/lib/dpkg/updates", "var/lib/dpkg/info"):
+        (root / d).mkdir(parents=True)
+    (root / "var/lib/dpkg/status").write_text("")
+    dpkg = ["dpkg", f"--root={root}", "--force-depends", "--force-script-chrootless",
+            "--force-not-root"]
+    env = {"PATH": os.environ["PATH"]}
+    run(*dpkg, "-i", deb, env=env, check=0)
+    assert run(root / "usr/bin/tdax", "--version", check=0).stdout.startswith(f"tdax {VERSION}")
+    run(*dpkg, "--purge", "tdax", env=env, check=0)
+    left = {f for f in files_under(root) if not f.startswith("/var/lib/dpkg/")}
+    assert left == set(), left
+    assert not (root / "usr/lib/tdax").exists()
