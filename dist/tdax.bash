@@ -5,7 +5,7 @@ _tdax()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="run recover status top get set device trace sim bench --version --help"
+	local commands="run recover status top metrics get set device trace sim bench --version --help"
 	if ((cword == 1)); then
 		COMPREPLY=($(compgen -W "$commands" -- "$cur"))
 		return
@@ -39,7 +39,7 @@ _tdax()
 	recover) opts="--device --power-failure --discard-unmatched --json --help" ;;
 	status) opts="--device --json --verbose --help" ;;
 	top) opts="--device --interval --count --verbose --help" ;;
-	get | set) opts="--device --help" ;;
+	get | set | metrics) opts="--device --help" ;;
 	device)
 		if ((cword == 2)); then
 			COMPREPLY=($(compgen -W "create info destroy" -- "$cur"))

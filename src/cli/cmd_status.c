@@ -1,6 +1,7 @@
 /*
  * cmd_status -- what tdax is doing on a device: status (per file and range),
- * top (status, refreshed), and the policy's tunables (get, set).
+ * top (status, refreshed), metrics (the same for Prometheus), and the
+ * policy's tunables (get, set).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -208,19 +209,145 @@ static const char status_help[] =
 	"reason, bytes logged, checkpoints, upgrades and downgrades, and how soon the\n"
 	"policy upgrades a sync stream and downgrades it once it stops (on average).\n";
 
-int cmd_status(int argc, char **argv)
+/* A command that shows the device its arguments name: open, show, close. */
+static int show_device(const char *cmd, const char *help, const char *allowed, int argc, char **argv,
+		       void (*show)(const struct tdax_device *dev, const struct dev_args *a))
 {
 	struct dev_args a = { 0 };
 	struct tdax_device *dev;
-	int rc = open_dev_args("status", status_help, argc, argv, "djv", &a, &dev);
+	int rc = open_dev_args(cmd, help, argc, argv, allowed, &a, &dev);
 	if (rc >= 0)
 		return rc;
-	if (a.json)
-		status_json(dev, a.verbose);
-	else
-		status_text(dev, a.verbose);
+	show(dev, &a);
 	tdax_device_close(dev);
 	return EXIT_OK;
+}
+
+static void status_show(const struct tdax_device *dev, const struct dev_args *a)
+{
+	if (a->json)
+		status_json(dev, a->verbose);
+	else
+		status_text(dev, a->verbose);
+}
+
+int cmd_status(int argc, char **argv)
+{
+	return show_device("status", status_help, "djv", argc, argv, status_show);
+}
+
+/*
+ * tdax metrics: the Prometheus text format (exposition format 0.0.4). In a
+ * label value a backslash, a double quote and a newline are escaped as the
+ * format says; any other byte outside printable ASCII is written as an
+ * escaped backslash and xNN, so a file name never breaks a line or the
+ * UTF-8 the format requires.
+ */
+#define METRICS_TOP_FILES 10
+
+static void prom_label(const char *s, size_t max)
+{
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char b = (unsigned char)s[i];
+		if (b == '\\' || b == '"')
+			printf("\\%c", b);
+		else if (b == '\n')
+			fputs("\\n", stdout);
+		else if (b < 0x20 || b >= 0x7f)
+			printf("\\\\x%02x", b);
+		else
+			putchar(b);
+	}
+}
+
+/* A family's HELP and TYPE lines. */
+static void prom_family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_sample(const struct tdax_device *dev, const char *name, const char *label,
+			const char *value, uint64_t n)
+{
+	printf("%s{device=\"", name);
+	prom_label(dev->path, sizeof(dev->path));
+	if (label) {
+		printf("\",%s=\"", label);
+		prom_label(value, TDAX_FILE_PATH_MAX);
+	}
+	printf("\"} %llu\n", (unsigned long long)n);
+}
+
+static void prom_gauge(const struct tdax_device *dev, const char *name, const char *help, uint64_t n)
+{
+	prom_family(name, "gauge", help);
+	prom_sample(dev, name, NULL, NULL, n);
+}
+
+static const struct file_ranges *ranked;
+static int by_upgraded(const void *a, const void *b)
+{
+	const struct file_ranges *x = &ranked[*(const uint32_t *)a], *y = &ranked[*(const uint32_t *)b];
+	return x->logged != y->logged ? (x->logged < y->logged) - (x->logged > y->logged)
+				      : (x->total < y->total) - (x->total > y->total);
+}
+
+static void metrics_text(const struct tdax_device *dev, const struct dev_args *a)
+{
+	(void)a; /* no options but the device */
+	const _Atomic uint64_t *c = tdax_stats(dev);
+	char name[96], help[160];
+	for (int i = 0; i < TDAX_ST_FALLBACK0; i++) {
+		const char *s = tdax_stat_name((enum tdax_stat)i);
+		snprintf(name, sizeof(name), "tdax_%s_total", s);
+		snprintf(help, sizeof(help), "The device's counter %s (docs/cli.md, tdax status).", s);
+		prom_family(name, "counter", help);
+		prom_sample(dev, name, NULL, NULL, atomic_load(&c[i]));
+	}
+	prom_family("tdax_fallbacks_total", "counter",
+		    "Writes not logged or syncs sent to the kernel, by reason (docs/cli.md).");
+	for (int i = 1; i < TDAX_FB_COUNT; i++)
+		prom_sample(dev, "tdax_fallbacks_total", "reason", tdax_fallback_name((enum tdax_fallback)i),
+			    atomic_load(&c[TDAX_ST_FALLBACK0 + i]));
+	struct tdax_log_usage u;
+	tdax_log_usage(dev, &u);
+	prom_gauge(dev, "tdax_log_capacity_bytes", "Size of the device's log.", u.capacity);
+	prom_gauge(dev, "tdax_log_used_bytes", "Bytes of the log in use (records not yet released).", u.used);
+	struct file_ranges *fr = count_ranges(dev);
+	uint32_t *files = calloc(dev->sb->max_files, sizeof(*files)), n = 0;
+	uint64_t tracked = 0, upgraded = 0;
+	for (uint32_t f = 0; fr && files && f < dev->sb->max_files; f++)
+		if (tdax_file_valid(tdax_file_at(dev, f))) {
+			files[n++] = f;
+			tracked += fr[f].total;
+			upgraded += fr[f].logged;
+		}
+	prom_gauge(dev, "tdax_files_registered", "Files with an entry in the device.", n);
+	prom_gauge(dev, "tdax_ranges_tracked", "Ranges the policy tracks.", tracked);
+	prom_gauge(dev, "tdax_ranges_upgraded", "Ranges upgraded: their writes are logged.", upgraded);
+	ranked = fr;
+	if (n)
+		qsort(files, n, sizeof(*files), by_upgraded);
+	prom_family("tdax_file_upgraded_ranges", "gauge",
+		    "Upgraded ranges of the files with the most (at most 10 files).");
+	for (uint32_t i = 0; i < n && i < METRICS_TOP_FILES; i++)
+		prom_sample(dev, "tdax_file_upgraded_ranges", "path", tdax_file_at(dev, files[i])->path,
+			    fr[files[i]].logged);
+	free(files);
+	free(fr);
+}
+
+static const char metrics_help[] =
+	"usage: tdax metrics [--device PATH]\n"
+	"\n"
+	"The device's counters and gauges in the Prometheus text format: every counter of\n"
+	"tdax status as tdax_NAME_total, fallbacks by reason, log use, files and ranges, and\n"
+	"the upgraded ranges of the top 10 files. For a node exporter's textfile collector:\n"
+	"tdax metrics > /var/lib/prometheus/node-exporter/tdax.prom.$$ && mv ... tdax.prom\n";
+
+int cmd_metrics(int argc, char **argv)
+{
+	return show_device("metrics", metrics_help, "d", argc, argv, metrics_text);
 }
 
 static volatile sig_atomic_t stop;

@@ -25,6 +25,7 @@ static const char main_help[] =
 	"  run              run a command with lightweight syncs\n"
 	"  status           what is upgraded, per file and range; sync counters\n"
 	"  top              status, refreshed, for watching a running database\n"
+	"  metrics          counters and gauges in the Prometheus text format\n"
 	"  get [KEY]        show the policy's tunables\n"
 	"  set KEY=VALUE    change a tunable for every process using the device\n"
 	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
@@ -52,7 +53,7 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top },
+	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top }, { "metrics", cmd_metrics },
 		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench },
 		    { "trace", cmd_trace }, { "sim", cmd_trace } };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
