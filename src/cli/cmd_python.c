@@ -8,8 +8,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +25,7 @@ static int handover(const char *module, int first, int argc, char **argv)
 	char exe[PATH_MAX - 64], py[PATH_MAX], path[PATH_MAX], lib[PATH_MAX - 32], track[PATH_MAX];
 	if (tdax_paths_self(exe, sizeof(exe)) != 0)
 		return fail(&(struct tdax_err){ "cannot find where tdax is installed" });
+	bool have_lib = tdax_paths_libdir(lib, sizeof(lib)) == 0;
 	snprintf(path, sizeof(path), "%s/../../bench/tdaxsim", exe);
 	bool tree = access(path, R_OK) == 0;
 	if (tree) {
@@ -34,7 +35,7 @@ static int handover(const char *module, int first, int argc, char **argv)
 			fprintf(stderr, "tdax %s: no Python environment at %s; run 'make deps' first\n", argv[0], py);
 			return EXIT_FAIL;
 		}
-	} else if (strcmp(module, "tdaxbench") == 0 || tdax_paths_libdir(lib, sizeof(lib)) != 0) {
+	} else if (strcmp(module, "tdaxbench") == 0 || !have_lib) {
 		fprintf(stderr, "tdax %s: not part of this installation; it runs from a tdax source tree "
 			"(git clone, then 'make %s')\n", argv[0], strcmp(module, "tdaxbench") == 0 ? "bench" : "");
 		return EXIT_FAIL;
@@ -45,7 +46,7 @@ static int handover(const char *module, int first, int argc, char **argv)
 	}
 	setenv("PYTHONPATH", path, 1);
 	/* The policy's own code, for the simulator (bench/tdaxsim/ctrack.py). */
-	if (tdax_paths_libdir(lib, sizeof(lib)) == 0) {
+	if (have_lib) {
 		snprintf(track, sizeof(track), "%s/libtdaxtrack.so", lib);
 		if (access(track, R_OK) == 0)
 			setenv("TDAX_TRACK_LIB", track, 1);

@@ -284,10 +284,11 @@ static void prom_gauge(const struct tdax_device *dev, const char *name, const ch
 	prom_sample(dev, name, NULL, NULL, n);
 }
 
-static const struct file_ranges *ranked;
-static int by_upgraded(const void *a, const void *b)
+/* qsort_r: file indices by their upgraded ranges, then tracked ones, most first. */
+static int by_upgraded(const void *a, const void *b, void *ranges)
 {
-	const struct file_ranges *x = &ranked[*(const uint32_t *)a], *y = &ranked[*(const uint32_t *)b];
+	const struct file_ranges *fr = ranges;
+	const struct file_ranges *x = &fr[*(const uint32_t *)a], *y = &fr[*(const uint32_t *)b];
 	return x->logged != y->logged ? (x->logged < y->logged) - (x->logged > y->logged)
 				      : (x->total < y->total) - (x->total > y->total);
 }
@@ -325,9 +326,8 @@ static void metrics_text(const struct tdax_device *dev, const struct dev_args *a
 	prom_gauge(dev, "tdax_files_registered", "Files with an entry in the device.", n);
 	prom_gauge(dev, "tdax_ranges_tracked", "Ranges the policy tracks.", tracked);
 	prom_gauge(dev, "tdax_ranges_upgraded", "Ranges upgraded: their writes are logged.", upgraded);
-	ranked = fr;
 	if (n)
-		qsort(files, n, sizeof(*files), by_upgraded);
+		qsort_r(files, n, sizeof(*files), by_upgraded, fr);
 	prom_family("tdax_file_upgraded_ranges", "gauge",
 		    "Upgraded ranges of the files with the most (at most 10 files).");
 	for (uint32_t i = 0; i < n && i < METRICS_TOP_FILES; i++)
