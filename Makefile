@@ -9,6 +9,7 @@ ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc -I$(B)/gen
 # libpmem2 and ISA-L are not linked: tdax loads them when it maps a region
 # (src/core/pmem.h, src/core/crc32c.h).
 LDLIBS  := -pthread -ldl
+CLI_LIBS := -linih  # the configuration file's parser (src/cli/config.c); never preloaded
 
 B       := build
 # The layers (docs/design.md): core, policy, preload and cli, one folder
@@ -67,7 +68,7 @@ $(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
 
 $(B)/bin/tdax: $(CLI_O) $(CORE_O)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(ALLFLAGS) $^ -o $@ $(CLI_LIBS) $(LDLIBS)
 
 # The policy alone, for the simulator (tdax sim runs the runtime's own code).
 $(B)/lib/libtdaxtrack.so: $(POLICY:%=$(B)/obj/%.o)
@@ -88,7 +89,7 @@ $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O) $(B)/libtdax.map
 # The test CLI's `tdax run` preloads its sibling, build/test/lib/libtdax.so.
 $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(ALLFLAGS) $^ -o $@ $(CLI_LIBS) $(LDLIBS)
 
 $(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
@@ -161,8 +162,9 @@ deps:
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the command, the libraries it
 # preloads and the simulator (PREFIX/lib/tdax, where an installed tdax looks:
-# src/cli/paths.h), the man page, bash completion and the boot-time recovery
-# unit (dist/). make uninstall removes exactly these.
+# src/cli/paths.h), the man page, bash completion, the boot-time recovery
+# units and an example configuration file (dist/). make uninstall removes
+# exactly these. The Debian package has the example as /etc/tdax/tdax.conf.
 PREFIX  ?= /usr/local
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 VERSION := $(shell cat VERSION)
@@ -170,7 +172,8 @@ LIBDIR  := $(PREFIX)/lib/tdax
 INSTALLED := $(PREFIX)/bin/tdax $(LIBDIR)/libtdax.so $(LIBDIR)/libtdaxtrack.so \
 	$(patsubst bench/%,$(LIBDIR)/python/%,$(wildcard bench/tdaxsim/*.py)) \
 	$(PREFIX)/share/man/man1/tdax.1 $(PREFIX)/share/bash-completion/completions/tdax \
-	$(UNITDIR)/tdax-recover@.service
+	$(UNITDIR)/tdax-recover@.service $(UNITDIR)/tdax-recover.service \
+	$(PREFIX)/share/doc/tdax/tdax.conf.example
 SUBST   := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(PREFIX)/bin|g' \
 	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@UNITDIR@|$(UNITDIR)|g'
 
@@ -184,11 +187,13 @@ install: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so
 	$(SUBST) dist/tdax.1 > $(DESTDIR)$(PREFIX)/share/man/man1/tdax.1
 	install -m 0644 dist/tdax.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/tdax
 	$(SUBST) dist/tdax-recover@.service > $(DESTDIR)$(UNITDIR)/tdax-recover@.service
+	$(SUBST) dist/tdax-recover.service > $(DESTDIR)$(UNITDIR)/tdax-recover.service
+	install -D -m 0644 dist/tdax.conf $(DESTDIR)$(PREFIX)/share/doc/tdax/tdax.conf.example
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rm -rf $(DESTDIR)$(LIBDIR)/python/tdaxsim/__pycache__
-	-rmdir $(DESTDIR)$(LIBDIR)/python/tdaxsim $(DESTDIR)$(LIBDIR)/python $(DESTDIR)$(LIBDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(LIBDIR)/python/tdaxsim $(DESTDIR)$(LIBDIR)/python $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/share/doc/tdax 2>/dev/null
 
 # make deb: build/tdax_VERSION_ARCH.deb, the same files under /usr (the unit
 # in /lib/systemd/system, Debian 12's place), with dpkg-deb.

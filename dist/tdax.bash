@@ -5,7 +5,7 @@ _tdax()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="run recover status top metrics get set device trace sim bench --version --help"
+	local commands="run recover status top metrics get set device trace sim bench config --version --help"
 	if ((cword == 1)); then
 		COMPREPLY=($(compgen -W "$commands" -- "$cur"))
 		return
@@ -36,7 +36,15 @@ _tdax()
 		done
 		opts="--device --policy --quiet --verbose --trace --allow-shared --help --"
 		;;
-	recover) opts="--device --power-failure --discard-unmatched --json --help" ;;
+	recover) opts="--device --configured --power-failure --discard-unmatched --json --help" ;;
+	config)
+		if ((cword == 2)); then
+			COMPREPLY=($(compgen -W "check show --help" -- "$cur"))
+			return
+		fi
+		_filedir
+		return
+		;;
 	status) opts="--device --json --verbose --help" ;;
 	top) opts="--device --interval --count --verbose --help" ;;
 	get | set | metrics) opts="--device --help" ;;

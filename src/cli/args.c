@@ -28,6 +28,7 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		{ "force", no_argument, 0, 'f' }, { "power-failure", no_argument, 0, 'p' },
 		{ "discard-unmatched", no_argument, 0, 'x' }, { "verbose", no_argument, 0, 'v' },
 		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
+		{ "configured", no_argument, 0, 'c' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -50,6 +51,7 @@ int parse_dev_args(const char *cmd, const char *help, int argc, char **argv,
 		case 'p': a->power_failure = true; break;
 		case 'x': a->discard = true; break;
 		case 'v': a->verbose = true; break;
+		case 'c': a->configured = true; break;
 		}
 	}
 	if (optind < argc && !strchr(allowed, '+'))

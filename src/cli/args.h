@@ -20,7 +20,7 @@ int admin_flags(const char *path);
  * optind). open_dev_args also opens the device. */
 struct dev_args {
 	const char *path;
-	bool json, force, power_failure, discard, verbose;
+	bool json, force, power_failure, discard, verbose, configured;
 };
 struct tdax_device;
 int parse_dev_args(const char *cmd, const char *help, int argc, char **argv, const char *allowed,

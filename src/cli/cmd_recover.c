@@ -7,12 +7,14 @@
 
 #include "cli/args.h"
 #include "cli/cmd_recover.h"
+#include "cli/config.h"
 #include "cli/out.h"
 #include "core/device.h"
 #include "core/recover.h"
 
 static const char recover_help[] =
-	"usage: tdax recover [--device PATH] [--power-failure] [--discard-unmatched] [--json]\n"
+	"usage: tdax recover [--device PATH | --configured] [--power-failure] [--discard-unmatched]\n"
+	"                    [--json]\n"
 	"\n"
 	"Bring every file with records in the device up to date, then release them.\n"
 	"If the machine rebooted since the device was last used (or --power-failure is\n"
@@ -22,6 +24,9 @@ static const char recover_help[] =
 	"only with the privileges of the user who wrote them. Safe to interrupt and re-run.\n"
 	"  --discard-unmatched  release records of files that no longer exist or were\n"
 	"                       replaced (otherwise they are kept and reported)\n"
+	"  --configured         every region of the configuration file: [device] path and\n"
+	"                       each boot_recover (tdax-recover.service, at boot); one report\n"
+	"                       each, the worst exit status\n"
 	"exit status: 0 all recovered, 1 error, 2 usage, 3 some files keep their records\n";
 
 static void print_report_json(const char *path, const struct tdax_recover_report *r)
@@ -87,24 +92,47 @@ static void print_report_text(const char *path, const struct tdax_recover_report
 	}
 }
 
-int cmd_recover(int argc, char **argv)
+/* Recover the region at path as a asks; the exit status. */
+static int recover_one(const char *path, const struct dev_args *a)
 {
-	struct dev_args a = { 0 };
 	struct tdax_device *dev;
-	int rc = open_dev_args("recover", recover_help, argc, argv, "djpx", &a, &dev);
-	if (rc >= 0)
-		return rc;
-	struct tdax_recover_opts o = { .power_failure = a.power_failure, .discard_unmatched = a.discard };
-	struct tdax_recover_report r;
 	struct tdax_err e;
-	rc = tdax_recover(dev, &o, &r, &e);
+	if (tdax_device_open(path, admin_flags(path), &dev, &e))
+		return fail(&e);
+	struct tdax_recover_opts o = { .power_failure = a->power_failure, .discard_unmatched = a->discard };
+	struct tdax_recover_report r;
+	int rc = tdax_recover(dev, &o, &r, &e);
 	tdax_device_close(dev);
 	if (rc < 0)
 		return fail(&e);
-	if (a.json)
-		print_report_json(a.path, &r);
+	if (a->json)
+		print_report_json(path, &r);
 	else
-		print_report_text(a.path, &r);
+		print_report_text(path, &r);
 	tdax_recover_report_free(&r);
 	return rc ? EXIT_INCOMPLETE : EXIT_OK;
+}
+
+int cmd_recover(int argc, char **argv)
+{
+	struct dev_args a = { 0 };
+	int rc = parse_dev_args("recover", recover_help, argc, argv, "djpxc", &a);
+	if (rc >= 0)
+		return rc;
+	if (!a.configured)
+		return recover_one(a.path, &a);
+	/* Every region, even after one failed: the others' files wait too.
+	 * The worst status: failure, then records kept, then success. */
+	if (!tdax_conf.nboot) {
+		fprintf(stderr, "tdax recover: --configured, but %s names no region ([device] path, "
+			"boot_recover); nothing to do\n", tdax_conf.read ? tdax_conf.path : "no configuration file");
+		return EXIT_OK;
+	}
+	int worst = EXIT_OK;
+	for (int i = 0; i < tdax_conf.nboot; i++) {
+		rc = recover_one(tdax_conf.boot[i], &a);
+		if (rc == EXIT_FAIL || (rc == EXIT_INCOMPLETE && worst == EXIT_OK))
+			worst = rc;
+	}
+	return worst;
 }

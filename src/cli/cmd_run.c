@@ -15,8 +15,10 @@
 
 #include "cli/args.h"
 #include "cli/cmd_run.h"
+#include "cli/config.h"
 #include "cli/out.h"
 #include "cli/paths.h"
+#include "core/control.h"
 #include "core/device.h"
 #include "core/env.h"
 #include "core/format.h"
@@ -48,7 +50,10 @@ static const char run_help[] =
 	"kernel) and one line on stderr says why.\n"
 	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
-	"TDAX_WB_HIGH_PCT (90). Exit status: CMD's, or 1 if libtdax.so is missing.\n";
+	"TDAX_WB_HIGH_PCT (90); the files managed: TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated\n"
+	"patterns). The configuration file (tdax config --help) gives what neither the\n"
+	"command line nor the environment does, and its [tunables] are set on the device.\n"
+	"Exit status: CMD's, or 1 if libtdax.so is missing.\n";
 
 /* $TDAX_LIB, else the libtdax.so beside this tdax (cli/paths.h). */
 static int find_library(char *out, size_t len)
@@ -98,6 +103,10 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 			tdax_recover_report_free(&r);
 		}
 	}
+	/* The configuration file's tunables (config.h), for every process on
+	 * the device from now on. */
+	if (rc == 0 && tdax_conf.ntunables)
+		rc = tdax_control_set(dev, tdax_conf.tunable_kv, tdax_conf.ntunables, e);
 	tdax_device_close(dev);
 	return rc;
 }

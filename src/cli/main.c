@@ -11,6 +11,7 @@
 #include "cli/cmd_recover.h"
 #include "cli/cmd_run.h"
 #include "cli/cmd_status.h"
+#include "cli/config.h"
 #include "cli/out.h"
 #include "core/device.h"
 #include "version.h" /* generated: build/gen, scripts/version.sh */
@@ -31,6 +32,7 @@ static const char main_help[] =
 	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
 	"  trace info|dump  read a trace made by tdax run --trace\n"
 	"  sim TRACE        replay a trace through the policies (tdax sim --help)\n"
+	"  config check|show  the configuration file (" TDAX_CONFIG_DEFAULT ")\n"
 	"\n"
 	"The device is --device PATH, else $TDAX_DEVICE, else " TDAX_DEFAULT_DEVICE_HELP " (UID:\n"
 	"your user id). A region another user owns is refused unless --allow-shared.\n"
@@ -48,6 +50,14 @@ int main(int argc, char **argv)
 		printf("tdax %s (build %s)\n", TDAX_VERSION, TDAX_BUILD);
 		return EXIT_OK;
 	}
+	if (strcmp(argv[1], "config") == 0)
+		return cmd_config(argc - 1, argv + 1);
+	/* The file's settings, where neither the command line nor the
+	 * environment gives one (config.h). */
+	struct tdax_err e;
+	if (tdax_config_load(NULL, &tdax_conf, &e) != 0)
+		return fail(&e);
+	tdax_config_export(&tdax_conf);
 	if (strcmp(argv[1], "recover") == 0)
 		return cmd_recover(argc - 1, argv + 1);
 	static const struct {

@@ -111,20 +111,27 @@ static int parse_one(struct tdax_tunables *t, const char *kv, struct tdax_err *e
 	return 0;
 }
 
-int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err)
+int tdax_control_parse(struct tdax_tunables *t, char *const *kv, int n, struct tdax_err *err)
 {
-	struct tdax_tunables t;
-	tdax_control_get(dev, &t);
 	for (int i = 0; i < n; i++)
-		if (parse_one(&t, kv[i], err))
+		if (parse_one(t, kv[i], err))
 			return -1;
-	const char *bad = tdax_tunables_check(&t);
+	const char *bad = tdax_tunables_check(t);
 	if (bad) {
 		char all[256] = "";
 		for (int i = 0, len = 0; i < n && len < (int)sizeof(all); i++)
 			len += snprintf(all + len, sizeof(all) - (size_t)len, "%s%s", i ? " " : "", kv[i]);
 		return tdax_errf(err, "%s refused: %s; nothing was changed", all, bad);
 	}
+	return 0;
+}
+
+int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err)
+{
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	if (tdax_control_parse(&t, kv, n, err))
+		return -1;
 	put(dev, &t);
 	return 0;
 }

@@ -49,4 +49,8 @@ uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i);
  * (unknown key, bad value, or a set that fails validation). */
 int tdax_control_set(struct tdax_device *dev, char *const *kv, int n, struct tdax_err *err);
 
+/* tdax_control_set's parsing and validation alone: every KEY=VALUE of
+ * kv[0..n) into *t, then the set checked. 0, or -1 with err. */
+int tdax_control_parse(struct tdax_tunables *t, char *const *kv, int n, struct tdax_err *err);
+
 #endif

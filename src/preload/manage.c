@@ -12,6 +12,7 @@
 #include "preload/fdtable.h"
 #include "preload/lease.h"
 #include "preload/mode.h"
+#include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
 
@@ -92,10 +93,22 @@ static bool fs_excluded(int fd, dev_t dev)
 	return false;
 }
 
+/* A file the operator's rules leave out (rules.h) is managed all the same
+ * while another process has it registered: writes to it must not go
+ * unseen by the records that process may keep of it. */
+static bool registered_elsewhere(int fd, const struct stat *st)
+{
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	return tdax_rt.dev && tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino) &&
+	       tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
+}
+
 static bool qualifies(int fd, int flags, struct stat *st)
 {
 	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && fstat(fd, st) == 0 &&
-	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev);
+	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev) &&
+	       (tdax_rules_allow(fd) || registered_elsewhere(fd, st));
 }
 
 bool tdax_manage_wants(int fd, int flags)

@@ -18,6 +18,7 @@
 #include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/start.h"
+#include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
 #include "preload/watch.h"
@@ -109,6 +110,7 @@ static void configure(void)
 	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40);
 	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90, 1, 100);
 	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
+	tdax_rules_configure();
 }
 
 /* Bring the device up to date before this process writes to it. */

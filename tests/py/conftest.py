@@ -21,6 +21,10 @@ TDAX = BUILD / "test" / "bin" / "tdax"        # preloads build/test/lib/libtdax.
 TDAX_PRODUCT = BUILD / "bin" / "tdax"        # preloads build/lib/libtdax.so
 LOGWRITER = BUILD / "tests" / "logwriter"
 
+# A configuration file on this machine (/etc/tdax/tdax.conf) must not steer
+# the tests: none is read unless a test names one (test_config.py).
+os.environ["TDAX_CONFIG"] = ""
+
 sys.path.insert(0, str(ROOT / "tests" / "crash"))
 import crashtest  # noqa: E402
 

@@ -14,12 +14,15 @@ VERSION = (ROOT / "VERSION").read_text().strip()
 SIM = sorted(p.name for p in (ROOT / "bench" / "tdaxsim").glob("*.py"))
 
 
-def installed(prefix, unitdir, man="tdax.1"):
-    """What an install under prefix holds (paths relative to the root)."""
+def installed(prefix, unitdir, man="tdax.1", conf=None):
+    """What an install under prefix holds (paths relative to the root); the
+    example configuration at conf (the package's /etc/tdax/tdax.conf)."""
     lib = f"{prefix}/lib/tdax"
     return {f"{prefix}/bin/tdax", f"{lib}/libtdax.so", f"{lib}/libtdaxtrack.so",
             f"{prefix}/share/man/man1/{man}", f"{prefix}/share/bash-completion/completions/tdax",
-            f"{unitdir}/tdax-recover@.service"} | {f"{lib}/python/tdaxsim/{n}" for n in SIM}
+            f"{unitdir}/tdax-recover@.service", f"{unitdir}/tdax-recover.service",
+            conf or f"{prefix}/share/doc/tdax/tdax.conf.example"} | {
+                f"{lib}/python/tdaxsim/{n}" for n in SIM}
 
 
 def files_under(root):
@@ -41,6 +44,8 @@ def test_install_puts_every_file_under_destdir_and_uninstall_removes_them(tmp_pa
     assert files_under(tmp_path) == installed("/usr", "/usr/lib/systemd/system")
     unit = (tmp_path / "usr/lib/systemd/system/tdax-recover@.service").read_text()
     assert "ExecStart=/usr/bin/tdax recover --device %f" in unit
+    unit = (tmp_path / "usr/lib/systemd/system/tdax-recover.service").read_text()
+    assert "ExecStart=/usr/bin/tdax recover --configured" in unit
     assert f'"tdax {VERSION}"' in (tmp_path / "usr/share/man/man1/tdax.1").read_text()
     make("uninstall", f"DESTDIR={tmp_path}", "PREFIX=/usr")
     assert files_under(tmp_path) == set()
@@ -76,18 +81,22 @@ def test_an_installed_tdax_runs_from_its_own_paths(tmp_path, device, diskdir):
     assert p.returncode == 1 and "runs from a tdax source tree" in p.stderr
 
 
-def test_the_recovery_unit_verifies(tmp_path):
-    """systemd-analyze verify: the unit's keys, ordering, command and
-    documentation (an instance, as `systemctl enable tdax-recover@PATH`
-    makes one; its man page found where it was installed)."""
+def test_the_recovery_units_verify(tmp_path):
+    """systemd-analyze verify: the units' keys, ordering, command and
+    documentation (the template as an instance, as `systemctl enable
+    tdax-recover@PATH` makes one; the man page found where it was
+    installed)."""
     prefix = tmp_path / "prefix"
     make("install", f"PREFIX={prefix}")
-    unit = tmp_path / "tdax-recover@dev-dax0.0.service"
-    shutil.copy(prefix / "lib/systemd/system/tdax-recover@.service", unit)
-    p = run("systemd-analyze", "verify", unit, env={"MANPATH": str(prefix / "share" / "man")})
-    assert p.returncode == 0 and p.stderr == "", p.stderr
-    text = unit.read_text()
-    assert "Before=sysinit.target" in text and "After=local-fs.target" in text
+    units = {"tdax-recover@dev-dax0.0.service": "tdax-recover@.service",
+             "tdax-recover.service": "tdax-recover.service"}
+    for name, source in units.items():
+        unit = tmp_path / name
+        shutil.copy(prefix / "lib/systemd/system" / source, unit)
+        p = run("systemd-analyze", "verify", unit, env={"MANPATH": str(prefix / "share" / "man")})
+        assert p.returncode == 0 and p.stderr == "", (name, p.stderr)
+        text = unit.read_text()
+        assert "Before=sysinit.target" in text and "After=local-fs.target" in text
 
 
 def test_man_page_and_completion_know_every_command():
@@ -124,8 +133,10 @@ def test_the_debian_package_holds_the_install_and_installs_and_removes_cleanly(t
     assert f"Version: {VERSION}" in fields and "libisal2" in fields
     listed = {line.split()[-1][1:] for line in run("dpkg-deb", "-c", deb, check=0).stdout.splitlines()
               if not line.startswith("d")}
-    assert listed == installed("/usr", "/lib/systemd/system", man="tdax.1.gz") | {
-        "/usr/share/doc/tdax/copyright"}
+    assert listed == installed("/usr", "/lib/systemd/system", man="tdax.1.gz",
+                               conf="/etc/tdax/tdax.conf") | {"/usr/share/doc/tdax/copyright"}
+    conffiles = run("dpkg-deb", "--info", deb, "conffiles", check=0).stdout.split()
+    assert conffiles == ["/etc/tdax/tdax.conf"]
     root = tmp_path / "root"
     for d in ("var/lib/dpkg/updates", "var/lib/dpkg/info"):
         (root / d).mkdir(parents=True)
@@ -135,6 +146,9 @@ def test_the_debian_package_holds_the_install_and_installs_and_removes_cleanly(t
     env = {"PATH": os.environ["PATH"]}
     run(*dpkg, "-i", deb, env=env, check=0)
     assert run(root / "usr/bin/tdax", "--version", check=0).stdout.startswith(f"tdax {VERSION}")
+    # The shipped configuration is valid and sets nothing.
+    p = run(root / "usr/bin/tdax", "config", "check", root / "etc/tdax/tdax.conf", check=0)
+    assert p.stdout.splitlines()[1:] == [], p.stdout
     run(*dpkg, "--purge", "tdax", env=env, check=0)
     left = {f for f in files_under(root) if not f.startswith("/var/lib/dpkg/")}
     assert left == set(), left
