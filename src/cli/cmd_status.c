@@ -245,43 +245,44 @@ int cmd_status(int argc, char **argv)
  */
 #define METRICS_TOP_FILES 10
 
-static void prom_label(const char *s, size_t max)
+static void prom_label(FILE *out, const char *s, size_t max)
 {
 	for (size_t i = 0; i < max && s[i]; i++) {
 		unsigned char b = (unsigned char)s[i];
 		if (b == '\\' || b == '"')
-			printf("\\%c", b);
+			fprintf(out, "\\%c", b);
 		else if (b == '\n')
-			fputs("\\n", stdout);
+			fputs("\\n", out);
 		else if (b < 0x20 || b >= 0x7f)
-			printf("\\\\x%02x", b);
+			fprintf(out, "\\\\x%02x", b);
 		else
-			putchar(b);
+			fputc(b, out);
 	}
 }
 
 /* A family's HELP and TYPE lines. */
-static void prom_family(const char *name, const char *type, const char *help)
+static void prom_family(FILE *out, const char *name, const char *type, const char *help)
 {
-	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void prom_sample(const struct tdax_device *dev, const char *name, const char *label,
+static void prom_sample(FILE *out, const struct tdax_device *dev, const char *name, const char *label,
 			const char *value, uint64_t n)
 {
-	printf("%s{device=\"", name);
-	prom_label(dev->path, sizeof(dev->path));
+	fprintf(out, "%s{device=\"", name);
+	prom_label(out, dev->path, sizeof(dev->path));
 	if (label) {
-		printf("\",%s=\"", label);
-		prom_label(value, TDAX_FILE_PATH_MAX);
+		fprintf(out, "\",%s=\"", label);
+		prom_label(out, value, TDAX_FILE_PATH_MAX);
 	}
-	printf("\"} %llu\n", (unsigned long long)n);
+	fprintf(out, "\"} %llu\n", (unsigned long long)n);
 }
 
-static void prom_gauge(const struct tdax_device *dev, const char *name, const char *help, uint64_t n)
+static void prom_gauge(FILE *out, const struct tdax_device *dev, const char *name, const char *help,
+		       uint64_t n)
 {
-	prom_family(name, "gauge", help);
-	prom_sample(dev, name, NULL, NULL, n);
+	prom_family(out, name, "gauge", help);
+	prom_sample(out, dev, name, NULL, NULL, n);
 }
 
 /* qsort_r: file indices by their upgraded ranges, then tracked ones, most first. */
@@ -293,27 +294,26 @@ static int by_upgraded(const void *a, const void *b, void *ranges)
 				      : (x->total < y->total) - (x->total > y->total);
 }
 
-static void metrics_text(const struct tdax_device *dev, const struct dev_args *a)
+void tdax_metrics_write(FILE *out, const struct tdax_device *dev)
 {
-	(void)a; /* no options but the device */
 	const _Atomic uint64_t *c = tdax_stats(dev);
 	char name[96], help[160];
 	for (int i = 0; i < TDAX_ST_FALLBACK0; i++) {
 		const char *s = tdax_stat_name((enum tdax_stat)i);
 		snprintf(name, sizeof(name), "tdax_%s_total", s);
 		snprintf(help, sizeof(help), "The device's counter %s (docs/cli.md, tdax status).", s);
-		prom_family(name, "counter", help);
-		prom_sample(dev, name, NULL, NULL, atomic_load(&c[i]));
+		prom_family(out, name, "counter", help);
+		prom_sample(out, dev, name, NULL, NULL, atomic_load(&c[i]));
 	}
-	prom_family("tdax_fallbacks_total", "counter",
+	prom_family(out, "tdax_fallbacks_total", "counter",
 		    "Writes not logged or syncs sent to the kernel, by reason (docs/cli.md).");
 	for (int i = 1; i < TDAX_FB_COUNT; i++)
-		prom_sample(dev, "tdax_fallbacks_total", "reason", tdax_fallback_name((enum tdax_fallback)i),
+		prom_sample(out, dev, "tdax_fallbacks_total", "reason", tdax_fallback_name((enum tdax_fallback)i),
 			    atomic_load(&c[TDAX_ST_FALLBACK0 + i]));
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
-	prom_gauge(dev, "tdax_log_capacity_bytes", "Size of the device's log.", u.capacity);
-	prom_gauge(dev, "tdax_log_used_bytes", "Bytes of the log in use (records not yet released).", u.used);
+	prom_gauge(out, dev, "tdax_log_capacity_bytes", "Size of the device's log.", u.capacity);
+	prom_gauge(out, dev, "tdax_log_used_bytes", "Bytes of the log in use (records not yet released).", u.used);
 	struct file_ranges *fr = count_ranges(dev);
 	uint32_t *files = calloc(dev->sb->max_files, sizeof(*files)), n = 0;
 	uint64_t tracked = 0, upgraded = 0;
@@ -323,18 +323,24 @@ static void metrics_text(const struct tdax_device *dev, const struct dev_args *a
 			tracked += fr[f].total;
 			upgraded += fr[f].logged;
 		}
-	prom_gauge(dev, "tdax_files_registered", "Files with an entry in the device.", n);
-	prom_gauge(dev, "tdax_ranges_tracked", "Ranges the policy tracks.", tracked);
-	prom_gauge(dev, "tdax_ranges_upgraded", "Ranges upgraded: their writes are logged.", upgraded);
+	prom_gauge(out, dev, "tdax_files_registered", "Files with an entry in the device.", n);
+	prom_gauge(out, dev, "tdax_ranges_tracked", "Ranges the policy tracks.", tracked);
+	prom_gauge(out, dev, "tdax_ranges_upgraded", "Ranges upgraded: their writes are logged.", upgraded);
 	if (n)
 		qsort_r(files, n, sizeof(*files), by_upgraded, fr);
-	prom_family("tdax_file_upgraded_ranges", "gauge",
+	prom_family(out, "tdax_file_upgraded_ranges", "gauge",
 		    "Upgraded ranges of the files with the most (at most 10 files).");
 	for (uint32_t i = 0; i < n && i < METRICS_TOP_FILES; i++)
-		prom_sample(dev, "tdax_file_upgraded_ranges", "path", tdax_file_at(dev, files[i])->path,
+		prom_sample(out, dev, "tdax_file_upgraded_ranges", "path", tdax_file_at(dev, files[i])->path,
 			    fr[files[i]].logged);
 	free(files);
 	free(fr);
+}
+
+static void metrics_text(const struct tdax_device *dev, const struct dev_args *a)
+{
+	(void)a; /* no options but the device */
+	tdax_metrics_write(stdout, dev);
 }
 
 static const char metrics_help[] =

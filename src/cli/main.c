@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cmd_device.h"
+#include "cli/cmd_exporter.h"
 #include "cli/cmd_python.h"
 #include "cli/cmd_recover.h"
 #include "cli/cmd_run.h"
@@ -27,6 +28,7 @@ static const char main_help[] =
 	"  status           what is upgraded, per file and range; sync counters\n"
 	"  top              status, refreshed, for watching a running database\n"
 	"  metrics          counters and gauges in the Prometheus text format\n"
+	"  exporter         the same over HTTP, for Prometheus to scrape (loopback)\n"
 	"  get [KEY]        show the policy's tunables\n"
 	"  set KEY=VALUE    change a tunable for every process using the device\n"
 	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
@@ -63,7 +65,7 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top }, { "metrics", cmd_metrics },
+	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top }, { "metrics", cmd_metrics }, { "exporter", cmd_exporter },
 		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench },
 		    { "trace", cmd_trace }, { "sim", cmd_trace } };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)

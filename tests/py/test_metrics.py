@@ -43,3 +43,51 @@ def test_metrics_parse_and_match_the_devices_counters(dev, diskdir):
 def test_metrics_of_a_missing_device_fail_with_a_message(device):
     p = run(TDAX, "metrics", "--device", device)
     assert p.returncode == 1 and device in p.stderr and p.stdout == ""
+
+
+def test_the_exporter_serves_the_metrics_over_http_on_loopback(dev, diskdir):
+    """tdax exporter: a scrape gets what tdax metrics prints (live: a scrape
+    after more syncs sees them), on loopback by default; other paths and
+    methods are refused; a client that stalls holds the next scrape up for
+    at most its timeout (5 s). Stopped by its PID."""
+    import socket
+    import subprocess
+    import urllib.error
+    import urllib.request
+    p = subprocess.Popen([str(TDAX), "exporter", "--device", dev, "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()
+        assert first.startswith("tdax exporter: serving http://127.0.0.1:"), first
+        url = first.split()[3]
+
+        def scrape():
+            with urllib.request.urlopen(url, timeout=15) as r:
+                assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                return {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+
+        before = scrape()
+        assert set(before) == set(families(dev))
+        tdax_run(dev, SYNCED, diskdir, policy="thesis")
+        after = scrape()
+        assert after["tdax_light_syncs"].samples[0].value == info(dev)["counters"]["light_syncs"] >= 350
+        assert after["tdax_light_syncs"].samples[0].value > before["tdax_light_syncs"].samples[0].value
+        for path, code in (("/", 404), ("/metricsx", 404)):
+            try:
+                urllib.request.urlopen(url.replace("/metrics", path), timeout=15)
+                raise AssertionError(f"{path} answered")
+            except urllib.error.HTTPError as e:
+                assert e.code == code
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=15)
+            raise AssertionError("POST answered")
+        except urllib.error.HTTPError as e:
+            assert e.code == 405
+        host, port = url.split("/")[2].split(":")
+        with socket.create_connection((host, int(port))):  # says nothing
+            assert scrape()["tdax_light_syncs"].samples[0].value >= 350
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    usage = run(TDAX, "exporter", "--device", dev, "--listen", "localhost")
+    assert usage.returncode == 2 and "is not IPV4ADDR:PORT" in usage.stderr
