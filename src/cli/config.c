@@ -211,7 +211,7 @@ static int handler(void *user, const char *section, const char *key, const char 
 int tdax_config_load(const char *file, struct tdax_config *c, struct tdax_err *err)
 {
 	memset(c, 0, sizeof(*c));
-	const char *env = getenv("TDAX_CONFIG");
+	const char *env = secure_getenv("TDAX_CONFIG");
 	bool named = file || env;
 	if (!file)
 		file = env ? env : TDAX_CONFIG_DEFAULT;

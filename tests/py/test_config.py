@@ -27,6 +27,7 @@ GOOD = """# a comment
 [device]
 path = {device}
 boot_recover = {other}
+allow_shared = no
 [run]
 mode = coherent
 policy = adaptive   ; inline comment
@@ -34,6 +35,8 @@ warnings = verbose
 [writeback]
 bytes = 16M
 interval_ms = 20
+age_ms = 500
+high_pct = 80
 [tunables]
 upgrade_threshold = 50
 downgrade_threshold = 20
@@ -51,7 +54,8 @@ def test_check_says_what_a_good_file_sets(tmp_path):
     assert lines[0] == f"{c}: ok"
     assert set(lines[1:]) == {
         "  TDAX_DEVICE=/dev/shm/a", "  TDAX_POLICY=adaptive", "  TDAX_VERBOSE=1",
-        "  TDAX_WB_BYTES=16M", "  TDAX_WB_INTERVAL_MS=20",
+        "  TDAX_WB_BYTES=16M", "  TDAX_WB_INTERVAL_MS=20", "  TDAX_ALLOW_SHARED=0",
+        "  TDAX_WB_AGE_MS=500", "  TDAX_WB_HIGH_PCT=80",
         "  TDAX_INCLUDE=/var/lib/redis/*:/srv/*", "  TDAX_EXCLUDE=/srv/tmp/*",
         "  tunable upgrade_threshold=50   (set on the device by tdax run)",
         "  tunable downgrade_threshold=20   (set on the device by tdax run)",
