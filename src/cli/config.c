@@ -14,6 +14,7 @@
 #include "cli/config.h"
 #include "cli/out.h"
 #include "core/control.h"
+#include "core/env.h"
 
 struct tdax_config tdax_conf;
 
@@ -33,20 +34,20 @@ static const struct setting {
 	const char *section, *key, *env;
 	enum kind kind;
 	const char *choices;
-	uint64_t lo, hi;
+	int wb; /* [writeback]: the index of its variable and range in tdax_wb_vars (core/env.h); else -1 */
 } settings[] = {
-	{ "device", "path", "TDAX_DEVICE", K_PATH, NULL, 0, 0 },
-	{ "device", "allow_shared", "TDAX_ALLOW_SHARED", K_BOOL, NULL, 0, 0 },
-	{ "device", "boot_recover", NULL, K_PATH, NULL, 0, 0 },
-	{ "run", "mode", NULL, K_CHOICE, "coherent", 0, 0 },
-	{ "run", "policy", "TDAX_POLICY", K_CHOICE, "thesis adaptive always never", 0, 0 },
-	{ "run", "warnings", NULL, K_CHOICE, "quiet normal verbose", 0, 0 },
-	{ "writeback", "interval_ms", "TDAX_WB_INTERVAL_MS", K_NUM, NULL, 1, 10000 },
-	{ "writeback", "age_ms", "TDAX_WB_AGE_MS", K_NUM, NULL, 1, 86400000 },
-	{ "writeback", "bytes", "TDAX_WB_BYTES", K_SIZE, NULL, 4096, (uint64_t)1 << 40 },
-	{ "writeback", "high_pct", "TDAX_WB_HIGH_PCT", K_NUM, NULL, 1, 100 },
-	{ "paths", "include", "TDAX_INCLUDE", K_GLOB, NULL, 0, 0 },
-	{ "paths", "exclude", "TDAX_EXCLUDE", K_GLOB, NULL, 0, 0 },
+	{ "device", "path", "TDAX_DEVICE", K_PATH, NULL, -1 },
+	{ "device", "allow_shared", "TDAX_ALLOW_SHARED", K_BOOL, NULL, -1 },
+	{ "device", "boot_recover", NULL, K_PATH, NULL, -1 },
+	{ "run", "mode", NULL, K_CHOICE, "coherent", -1 },
+	{ "run", "policy", "TDAX_POLICY", K_CHOICE, "thesis adaptive always never", -1 },
+	{ "run", "warnings", NULL, K_CHOICE, "quiet normal verbose", -1 },
+	{ "writeback", "interval_ms", NULL, K_NUM, NULL, TDAX_WB_INTERVAL_MS },
+	{ "writeback", "age_ms", NULL, K_NUM, NULL, TDAX_WB_AGE_MS },
+	{ "writeback", "bytes", NULL, K_SIZE, NULL, TDAX_WB_BYTES },
+	{ "writeback", "high_pct", NULL, K_NUM, NULL, TDAX_WB_HIGH_PCT },
+	{ "paths", "include", "TDAX_INCLUDE", K_GLOB, NULL, -1 },
+	{ "paths", "exclude", "TDAX_EXCLUDE", K_GLOB, NULL, -1 },
 };
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -95,19 +96,27 @@ static int as_bool(const char *v)
 	return -1;
 }
 
-static int check_number(const struct setting *s, const char *v, uint64_t *out)
+/* The environment variable a setting gives, if any. */
+static const char *env_of(const struct setting *s)
 {
+	return s->wb >= 0 ? tdax_wb_vars[s->wb].name : s->env;
+}
+
+static int check_number(const struct setting *s, const char *v)
+{
+	const struct tdax_env_number *range = &tdax_wb_vars[s->wb];
+	uint64_t n;
 	char *end;
 	errno = 0;
 	if (s->kind == K_SIZE) {
-		if (tdax_parse_size(v, out) != 0)
+		if (tdax_parse_size(v, &n) != 0)
 			return -1;
 	} else {
-		*out = strtoull(v, &end, 10);
+		n = strtoull(v, &end, 10);
 		if (errno || end == v || *end || v[0] == '-')
 			return -1;
 	}
-	return *out >= s->lo && *out <= s->hi ? 0 : -1;
+	return n >= range->lo && n <= range->hi ? 0 : -1;
 }
 
 /* The environment entry of name, made if new. */
@@ -160,7 +169,6 @@ static int handler(void *user, const char *section, const char *key, const char 
 	if (p->seen[i] && !repeatable)
 		return bad(p, value, "[%s] %s is given twice", section, key);
 	p->seen[i] = true;
-	uint64_t n;
 	switch (s->kind) {
 	case K_PATH:
 		if (value[0] != '/')
@@ -180,10 +188,11 @@ static int handler(void *user, const char *section, const char *key, const char 
 		break;
 	case K_NUM:
 	case K_SIZE:
-		if (check_number(s, value, &n) != 0)
+		if (check_number(s, value) != 0)
 			return bad(p, value, "[%s] %s: not %s in %llu..%llu", section, key,
-				   s->kind == K_SIZE ? "a size" : "a whole number", (unsigned long long)s->lo,
-				   (unsigned long long)s->hi);
+				   s->kind == K_SIZE ? "a size" : "a whole number",
+				   (unsigned long long)tdax_wb_vars[s->wb].lo,
+				   (unsigned long long)tdax_wb_vars[s->wb].hi);
 		break;
 	}
 	if (strcmp(key, "boot_recover") == 0) {
@@ -195,15 +204,15 @@ static int handler(void *user, const char *section, const char *key, const char 
 			snprintf(env_slot(c, strcmp(value, "quiet") == 0 ? "TDAX_QUIET" : "TDAX_VERBOSE"),
 				 sizeof(c->env[0].value), "1");
 	} else if (s->kind == K_BOOL) {
-		snprintf(env_slot(c, s->env), sizeof(c->env[0].value), "%d", as_bool(value));
+		snprintf(env_slot(c, env_of(s)), sizeof(c->env[0].value), "%d", as_bool(value));
 	} else if (s->kind == K_GLOB) {
-		char *v = env_slot(c, s->env);
+		char *v = env_slot(c, env_of(s));
 		size_t len = strlen(v);
 		if (len + strlen(value) + 2 > sizeof(c->env[0].value))
 			return bad(p, value, "[%s] %s: the patterns are too long together", section, key);
 		snprintf(v + len, sizeof(c->env[0].value) - len, "%s%s", len ? ":" : "", value);
-	} else if (s->env) {
-		snprintf(env_slot(c, s->env), sizeof(c->env[0].value), "%s", value);
+	} else if (env_of(s)) {
+		snprintf(env_slot(c, env_of(s)), sizeof(c->env[0].value), "%s", value);
 	}
 	return 1;
 }

@@ -10,6 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An interval of 0 would spin a CPU. */
+const struct tdax_env_number tdax_wb_vars[TDAX_WB_VARS] = {
+	[TDAX_WB_INTERVAL_MS] = { "TDAX_WB_INTERVAL_MS", 10, 1, 10000 },
+	[TDAX_WB_AGE_MS] = { "TDAX_WB_AGE_MS", 1000, 1, 86400000 },
+	[TDAX_WB_BYTES] = { "TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40 },
+	[TDAX_WB_HIGH_PCT] = { "TDAX_WB_HIGH_PCT", 90, 1, 100 },
+};
+
 const char *tdax_env_device(void)
 {
 	return tdax_env_device_named() ? secure_getenv("TDAX_DEVICE") : tdax_default_device();

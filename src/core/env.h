@@ -29,4 +29,13 @@ bool tdax_env_on(const char *name);
 int tdax_env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, uint64_t *out, char *why,
 		 size_t why_len);
 
+/* The write-back's tunables (docs/cli.md): variable, default and range, for
+ * the library that reads them and the configuration file that checks them. */
+struct tdax_env_number {
+	const char *name;
+	uint64_t dflt, lo, hi;
+};
+enum { TDAX_WB_INTERVAL_MS, TDAX_WB_AGE_MS, TDAX_WB_BYTES, TDAX_WB_HIGH_PCT, TDAX_WB_VARS };
+extern const struct tdax_env_number tdax_wb_vars[TDAX_WB_VARS];
+
 #endif

@@ -88,6 +88,12 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t h
 	return v;
 }
 
+static uint64_t wb_var(int i)
+{
+	const struct tdax_env_number *v = &tdax_wb_vars[i];
+	return env_u64(v->name, v->dflt, v->lo, v->hi);
+}
+
 static void configure(void)
 {
 	tdax_rt.quiet = tdax_env_on("TDAX_QUIET"); /* first: every warning below respects it */
@@ -104,11 +110,10 @@ static void configure(void)
 	const char *lie = TDAX_TEST_ENV("LIE");
 	tdax_rt.test_lie = lie && !strcmp(lie, "1");
 #endif
-	/* The ranges are in docs/cli.md. An interval of 0 would spin a CPU. */
-	tdax_rt.wb_interval_ns = env_u64("TDAX_WB_INTERVAL_MS", 10, 1, 10000) * 1000000u;
-	tdax_rt.wb_age_ns = env_u64("TDAX_WB_AGE_MS", 1000, 1, 86400000) * 1000000u;
-	tdax_rt.wb_bytes = env_u64("TDAX_WB_BYTES", 32u << 20, 4096, (uint64_t)1 << 40);
-	tdax_rt.wb_high_pct = (uint32_t)env_u64("TDAX_WB_HIGH_PCT", 90, 1, 100);
+	tdax_rt.wb_interval_ns = wb_var(TDAX_WB_INTERVAL_MS) * 1000000u;
+	tdax_rt.wb_age_ns = wb_var(TDAX_WB_AGE_MS) * 1000000u;
+	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
+	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
 	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
 	tdax_rules_configure();
 }

@@ -1,5 +1,10 @@
 """tdax metrics (issue #22): the device's counters and gauges in the
 Prometheus text format, read back with prometheus_client's own parser."""
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import info, run, tdax_run, TDAX
@@ -50,10 +55,6 @@ def test_the_exporter_serves_the_metrics_over_http_on_loopback(dev, diskdir):
     after more syncs sees them), on loopback by default; other paths and
     methods are refused; a client that stalls holds the next scrape up for
     at most its timeout (5 s). Stopped by its PID."""
-    import socket
-    import subprocess
-    import urllib.error
-    import urllib.request
     p = subprocess.Popen([str(TDAX), "exporter", "--device", dev, "--listen", "127.0.0.1:0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
