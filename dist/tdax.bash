@@ -19,6 +19,10 @@ _tdax()
 		COMPREPLY=($(compgen -W "thesis adaptive always never" -- "$cur"))
 		return
 		;;
+	--mode)
+		COMPREPLY=($(compgen -W "coherent bypass" -- "$cur"))
+		return
+		;;
 	--backend)
 		COMPREPLY=($(compgen -W "emulated fsdax devdax" -- "$cur"))
 		return
@@ -34,7 +38,7 @@ _tdax()
 				return
 			fi
 		done
-		opts="--device --policy --quiet --verbose --trace --allow-shared --help --"
+		opts="--device --mode --policy --quiet --verbose --trace --allow-shared --help --"
 		;;
 	recover) opts="--device --configured --power-failure --discard-unmatched --json --help" ;;
 	config)

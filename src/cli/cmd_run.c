@@ -26,13 +26,17 @@
 #include "core/trace.h"
 
 static const char run_help[] =
-	"usage: tdax run [--device PATH] [--policy thesis|adaptive|always|never] [--quiet|--verbose]\n"
-	"                [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
+	"usage: tdax run [--device PATH] [--mode coherent|bypass] [--policy thesis|adaptive|always|never]\n"
+	"                [--quiet|--verbose] [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
 	"device are answered there; everything else goes to the kernel as usual.\n"
 	"  --device PATH   device region (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ";\n"
 	"                  the default one is created on first use, emulated on /dev/shm)\n"
+	"  --mode M        coherent (default: every write goes to the kernel too) or bypass\n"
+	"                  (first step, docs/durability.md: a file synced lightweight while\n"
+	"                  the process holds a write lease on its only open file is promoted:\n"
+	"                  its writes go to the device alone until anything could read it)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
 	"                  'tdax get'; a file made anew at a just removed file's name takes\n"
 	"                  up its stream), adaptive (thesis, with thresholds that fall for a\n"
@@ -48,7 +52,7 @@ static const char run_help[] =
 	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
 	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
 	"kernel) and one line on stderr says why.\n"
-	"Environment passed on: TDAX_DEVICE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
+	"Environment passed on: TDAX_DEVICE, TDAX_MODE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
 	"TDAX_WB_HIGH_PCT (90); the files managed: TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated\n"
 	"patterns). The configuration file (tdax config --help) gives what neither the\n"
@@ -150,7 +154,7 @@ int cmd_run(int argc, char **argv)
 		{ "device", required_argument, 0, 'd' }, { "policy", required_argument, 0, 'p' },
 		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
 		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
-		{ "verbose", no_argument, 0, 'v' },
+		{ "verbose", no_argument, 0, 'v' }, { "mode", required_argument, 0, 'm' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *device = NULL, *policy = NULL, *trace = NULL;
@@ -165,6 +169,11 @@ int cmd_run(int argc, char **argv)
 				return usage_error("run", "unknown policy '%s' (thesis, adaptive, always, never)",
 						   optarg);
 			policy = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "coherent") && strcmp(optarg, "bypass"))
+				return usage_error("run", "unknown mode '%s' (coherent, bypass)", optarg);
+			setenv("TDAX_MODE", optarg, 1);
 			break;
 		case 'q': talk = "TDAX_QUIET"; break;
 		case 'v': talk = "TDAX_VERBOSE"; break;

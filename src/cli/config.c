@@ -28,7 +28,7 @@ enum kind {
 };
 
 /* What the file may say. A setting without an environment variable is
- * handled by name below ([run] mode and warnings, [device] boot_recover,
+ * handled by name below ([run] warnings, [device] boot_recover,
  * every key of [tunables]). */
 static const struct setting {
 	const char *section, *key, *env;
@@ -39,7 +39,7 @@ static const struct setting {
 	{ "device", "path", "TDAX_DEVICE", K_PATH, NULL, -1 },
 	{ "device", "allow_shared", "TDAX_ALLOW_SHARED", K_BOOL, NULL, -1 },
 	{ "device", "boot_recover", NULL, K_PATH, NULL, -1 },
-	{ "run", "mode", NULL, K_CHOICE, "coherent", -1 },
+	{ "run", "mode", "TDAX_MODE", K_CHOICE, "coherent bypass", -1 },
 	{ "run", "policy", "TDAX_POLICY", K_CHOICE, "thesis adaptive always never", -1 },
 	{ "run", "warnings", NULL, K_CHOICE, "quiet normal verbose", -1 },
 	{ "writeback", "interval_ms", NULL, K_NUM, NULL, TDAX_WB_INTERVAL_MS },
@@ -305,7 +305,7 @@ static const char config_help[] =
 	"              allow_shared = no      TDAX_ALLOW_SHARED\n"
 	"              boot_recover = REGION  also recovered by tdax recover --configured\n"
 	"                                     (repeatable; path is always recovered)\n"
-	"  [run]       mode = coherent        the only mode yet\n"
+	"  [run]       mode = coherent        coherent | bypass (tdax run --mode)\n"
 	"              policy = thesis        thesis | adaptive | always | never\n"
 	"              warnings = normal      quiet | normal | verbose\n"
 	"  [writeback] interval_ms = 10  age_ms = 1000  bytes = 32M  high_pct = 90\n"

@@ -23,7 +23,7 @@
 #define TDAX_CONFIG_DEFAULT "/etc/tdax/tdax.conf"
 #define TDAX_CONFIG_MAX_BOOT 16 /* regions recovered at boot */
 #define TDAX_CONFIG_MAX_TUNABLES 6
-#define TDAX_CONFIG_ENV 12 /* environment variables the file can give (at most 11) */
+#define TDAX_CONFIG_ENV 13 /* environment variables the file can give (at most 12) */
 
 struct tdax_config {
 	char path[4096];

@@ -152,7 +152,7 @@ static int check_backend_path(const char *path, int fd, const struct stat *st,
 static int map_emulated(struct tdax_device *dev, struct tdax_err *err)
 {
 	struct stat st;
-	void *p = fstat(dev->fd, &st) == 0
+	void *p = tdax_sys_fstat(dev->fd, &st) == 0
 		? tdax_sys_mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, dev->fd, 0)
 		: MAP_FAILED;
 	if (p == MAP_FAILED)
@@ -209,7 +209,7 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	/* The mapping is all tdax needs from here on: no descriptor of its own
 	 * stays in the application (whose stdout's number it may have been). */
 	struct stat st;
-	if (fstat(dev->fd, &st) == 0) {
+	if (tdax_sys_fstat(dev->fd, &st) == 0) {
 		dev->file_dev = st.st_dev;
 		dev->file_ino = st.st_ino;
 		dev->file_uid = st.st_uid;
@@ -319,7 +319,7 @@ static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t df
 		 minor(st->st_rdev), attr);
 	char text[32] = "";
 	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
-	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	ssize_t n = fd >= 0 ? tdax_sys_read(fd, text, sizeof(text) - 1) : -1;
 	if (fd >= 0)
 		tdax_sys_close(fd);
 	bool ok = n > 0 && sscanf(text, "%llu", &v) == 1;
@@ -336,7 +336,7 @@ static int read_head(int fd, const struct stat *st, void *buf, size_t len, uint6
 {
 	if (!S_ISCHR(st->st_mode)) {
 		*size = (uint64_t)st->st_size;
-		return pread(fd, buf, len, 0) == (ssize_t)len ? 0 : -1;
+		return tdax_sys_pread(fd, buf, len, 0) == (ssize_t)len ? 0 : -1;
 	}
 	*size = devdax_attr(st, "size", 0);
 	size_t align = (size_t)devdax_attr(st, "align", 2u << 20);
@@ -396,7 +396,7 @@ static int check_owner(const char *path, const struct stat *st, int flags, struc
 static int open_region(const char *path, int flags, struct stat *st, struct tdax_err *err)
 {
 	struct stat lst;
-	if (lstat(path, &lst) != 0) {
+	if (tdax_sys_lstat(path, &lst) != 0) {
 		if (errno == ENOENT)
 			return tdax_errf(err, "%s: no such device region; create it with 'tdax device "
 				"create --device %s'", path, path);
@@ -412,7 +412,7 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 	if (fd < 0)
 		return errno == ELOOP ? symlink_error(path, err)
 				      : open_error(path, "open the device region", err);
-	int rc = fstat(fd, st) != 0
+	int rc = tdax_sys_fstat(fd, st) != 0
 		? tdax_errf(err, "%s: cannot inspect the opened region: %s", path, strerror(errno))
 		: !S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) ? kind_error(path, err)
 		: check_owner(path, st, flags, err);
@@ -442,7 +442,7 @@ static int check_create_size(const char *path, uint64_t cap, uint32_t seg, struc
 static void remove_made(const char *path, const struct stat *made)
 {
 	struct stat now;
-	if (lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
+	if (tdax_sys_lstat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
 		tdax_sys_unlink(path);
 }
 
@@ -453,7 +453,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 			    bool *made, struct tdax_err *err)
 {
 	struct stat lst;
-	if (lstat(o->path, &lst) != 0) {
+	if (tdax_sys_lstat(o->path, &lst) != 0) {
 		if (errno != ENOENT)
 			return open_error(o->path, "inspect the device region", err);
 		if (check_backend_path(o->path, -1, NULL, o->backend, err))
@@ -464,7 +464,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 				"changed. Look at what it is, then run the command again", o->path);
 		if (fd < 0)
 			return open_error(o->path, "create the device region", err);
-		if (fstat(fd, st) != 0) {
+		if (tdax_sys_fstat(fd, st) != 0) {
 			int e = errno;
 			tdax_sys_close(fd);
 			tdax_sys_unlink(o->path);
@@ -520,7 +520,7 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 		return -1;
 	if (file) {
 		dev.fd = open_region_file(o, mode, &st, &made, err);
-	} else if (lstat(o->path, &st) != 0 && errno == ENOENT) {
+	} else if (tdax_sys_lstat(o->path, &st) != 0 && errno == ENOENT) {
 		return tdax_errf(err, "%s: no such device; devdax needs an existing /dev/daxX.Y",
 				 o->path);
 	} else {
@@ -744,7 +744,7 @@ int tdax_device_destroy(const char *path, struct tdax_err *err)
 			"needed, remove it yourself", path);
 	if (S_ISREG(st.st_mode)) {
 		struct stat now;
-		if (lstat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
+		if (tdax_sys_lstat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
 			return tdax_errf(err, "%s: was replaced while tdax checked it; nothing was "
 				"removed. Look at what it is now", path);
 		if (tdax_sys_unlink(path) != 0)

@@ -81,6 +81,10 @@ struct tdax_file_rt {
 	 * (an exec or spawn inheriting a descriptor, one sent over a socket):
 	 * no lease of it is trusted any more (preload/lease.h). */
 	_Atomic uint32_t handed_on;
+	/* The process (pid) that promoted the file (preload/bypass.h): its
+	 * bytes may be in the log alone, not in the file. 0 once written
+	 * back; recovery writes back the records of a dead one's file. */
+	_Atomic uint32_t deferred;
 	/* Set by recovery only: the file it made anew for this entry, its
 	 * creation having been lost (recover.c); valid once `set` is 1.
 	 * Recovery takes that file as the entry's own, so that a recovery

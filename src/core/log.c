@@ -70,7 +70,7 @@ static bool owner_alive(uint64_t owner)
 	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = tdax_sys_read(fd, buf, sizeof(buf) - 1);
 	tdax_syscall(SYS_close, fd);
 	buf[n > 0 ? n : 0] = '\0';
 	const char *st = strrchr(buf, ')');

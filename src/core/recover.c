@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* A live record: a copy of its header (the region can change under
@@ -193,7 +194,7 @@ static int same_file(int fd, bool opened, const struct tdax_file *f, uid_t uid, 
 {
 	struct stat st;
 	struct tdax_ident now, was = tdax_file_ident(f), remade;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	if (tdax_sys_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		return refuse(out, TDAX_UNMATCHED, "the path names no regular file now (registered "
 			"inode %llu); it was not opened for writing", (unsigned long long)f->ino);
 	if (tdax_ident_of_fd(fd, &now) != 0 ||
@@ -399,7 +400,7 @@ static int remake(struct tdax_device *dev, const struct trust *t, const struct t
 	bool as_other = as_user(uid, gid);
 	struct stat st;
 	int fd = -1, e = 0;
-	if (lstat(name, &st) == 0)
+	if (tdax_sys_lstat(name, &st) == 0)
 		e = EEXIST;
 	else if (errno != ENOENT)
 		e = errno;
@@ -541,10 +542,14 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		unlink_again(dev, t, f, idx, gen, last, out);
 		return;
 	}
-	/* Same boot: the page cache has every byte; take the release point
-	 * before the sync so that it covers writers still running. */
-	uint64_t upto = rep->replay ? last : atomic_load(dev->seq);
-	for (size_t i = 0; rep->replay && i < n; i++) {
+	/* Same boot: the page cache has every byte -- but those of a file
+	 * promoted by a process now dead (bypass mode: rt.deferred), which
+	 * went to the device alone. Take the release point before the sync
+	 * so that it covers writers still running. */
+	uint32_t deferred = atomic_load(&f->rt.deferred);
+	bool replay = rep->replay || (deferred && !tdax_pid_alive(deferred));
+	uint64_t upto = replay ? last : atomic_load(dev->seq);
+	for (size_t i = 0; replay && i < n; i++) {
 		const struct tdax_rec *r = &v[i].h;
 		if (apply(fd, &v[i]) != 0) {
 			out->outcome = TDAX_IO_FAILED;
@@ -561,7 +566,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		if (*budget > 0 && --*budget == 0)
 			raise(SIGKILL);
 	}
-	if (!rep->replay)
+	if (!replay)
 		tdax_shadow_before_sync(fd, f->path);
 	if (tdax_sys_fdatasync(fd) != 0) {
 		out->outcome = TDAX_IO_FAILED;
@@ -595,6 +600,10 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	}
 	/* Found under a name: whatever its removal left said, it has one. */
 	struct tdax_file *live = tdax_file_at(dev, idx);
+	if (live->gen == gen && deferred && replay) {
+		atomic_compare_exchange_strong(&live->rt.deferred, &deferred, 0);
+		atomic_store(&live->rt.rewrite, 0);
+	}
 	if (live->gen == gen && atomic_load(&live->rt.removed))
 		tdax_file_set_removed(dev, live, 0);
 	out->outcome = TDAX_RECOVERED;
@@ -709,6 +718,12 @@ void tdax_recover_report_free(struct tdax_recover_report *rep)
 
 int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd)
 {
+	/* Through an O_APPEND descriptor (the application's) Linux would put
+	 * every record at the end, whatever its offset: off while replaying
+	 * (the caller keeps other writers of the open file out meanwhile). */
+	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
+	if (fl >= 0 && (fl & O_APPEND) && tdax_syscall(SYS_fcntl, fd, F_SETFL, fl & ~O_APPEND) != 0)
+		return -1;
 	struct collect c = { .dev = dev, .only_file = idx };
 	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c });
 	int rc = c.oom ? -1 : 0;
@@ -719,6 +734,10 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 			rc = apply(fd, &c.v[i]);
 	}
 	free(c.v);
+	int err = errno;
+	if (fl >= 0 && (fl & O_APPEND))
+		tdax_syscall(SYS_fcntl, fd, F_SETFL, fl);
+	errno = err;
 	return rc;
 }
 

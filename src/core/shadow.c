@@ -73,7 +73,7 @@ void tdax_shadow_before_sync(int fd, const char *path)
 	char buf[65536];
 	ssize_t n;
 	off_t off = 0;
-	while (src >= 0 && out >= 0 && (n = pread(src, buf, sizeof(buf), off)) > 0) {
+	while (src >= 0 && out >= 0 && (n = tdax_sys_pread(src, buf, sizeof(buf), off)) > 0) {
 		if (tdax_syscall(SYS_write, out, buf, (size_t)n) != n)
 			break;
 		off += n;

@@ -53,6 +53,9 @@ enum tdax_stat {
 	TDAX_ST_UPGRADES_TIMED,  /* upgrades in that sum (carried and inherited ones have no stream) */
 	TDAX_ST_DOWNGRADE_WAIT_NS, /* sum over downgrades: last stream sync to the downgrade */
 	TDAX_ST_DOWNGRADES_TIMED,
+	TDAX_ST_PROMOTIONS,      /* files promoted (bypass mode: writes to the device alone) */
+	TDAX_ST_DEMOTIONS,       /* promoted files written back and made coherent again */
+	TDAX_ST_DEFERRED_WRITES, /* writes of promoted files: to the device, not the kernel */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };

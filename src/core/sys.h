@@ -12,6 +12,8 @@
 #define TDAX_SYS_H
 
 #include <stddef.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 
@@ -42,5 +44,36 @@ int tdax_sys_ftruncate(int fd, off_t len);
 int tdax_sys_fallocate(int fd, int mode, off_t off, off_t len);
 int tdax_sys_unlink(const char *path);
 void *tdax_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+/* Reads and looks at files (libtdax.so's own hooks of these names demote a
+ * promoted file first, preload/promoted.h: tdax's own calls need not). */
+static inline ssize_t tdax_sys_read(int fd, void *p, size_t n)
+{
+	return tdax_syscall(SYS_read, fd, p, n);
+}
+static inline ssize_t tdax_sys_pread(int fd, void *p, size_t n, off_t off)
+{
+	return tdax_syscall(SYS_pread64, fd, p, n, off);
+}
+static inline int tdax_sys_fstat(int fd, struct stat *st)
+{
+	return (int)tdax_syscall(SYS_fstat, fd, st);
+}
+static inline int tdax_sys_fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	return (int)tdax_syscall(SYS_newfstatat, dirfd, path, st, flags);
+}
+static inline int tdax_sys_stat(const char *path, struct stat *st)
+{
+	return tdax_sys_fstatat(AT_FDCWD, path, st, 0);
+}
+static inline int tdax_sys_lstat(const char *path, struct stat *st)
+{
+	return tdax_sys_fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
+}
+static inline int tdax_sys_statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *stx)
+{
+	return (int)tdax_syscall(SYS_statx, dirfd, path, flags, mask, stx);
+}
 
 #endif

@@ -53,7 +53,7 @@ void tdax_boot_id(char out[TDAX_BOOT_ID_LEN + 1])
 	int fd = tdax_sys_open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return;
-	ssize_t n = read(fd, out, TDAX_BOOT_ID_LEN);
+	ssize_t n = tdax_sys_read(fd, out, TDAX_BOOT_ID_LEN);
 	tdax_sys_close(fd);
 	out[n == TDAX_BOOT_ID_LEN ? n : 0] = '\0';
 }
@@ -136,7 +136,7 @@ int tdax_statx_fd(int fd, unsigned mask, struct statx *stx)
 			return rc;
 		atomic_store_explicit(&empty_name, 1, memory_order_relaxed);
 	}
-	return statx(fd, "", AT_EMPTY_PATH, mask, stx);
+	return tdax_sys_statx(fd, "", AT_EMPTY_PATH, mask, stx);
 }
 
 int tdax_file_size(int fd, uint64_t *size)

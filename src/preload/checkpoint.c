@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "preload/checkpoint.h"
 #include "core/log.h"
+#include "preload/promoted.h"
 #include "core/sys.h"
 #include "preload/coherent.h"
 #include "preload/lease.h"
@@ -193,8 +194,10 @@ int tdax_checkpoint_file(uint32_t idx)
 			return 0;
 		return gone ? let_go(idx, gen, false) : -1;
 	}
+	tdax_promoted_checkpoint_begin(idx, fd);
 	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
 	int e = errno;
+	tdax_promoted_checkpoint_end(idx);
 	TDAX_REAL(close)(fd);
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
 	if (rc != 0) {
@@ -224,7 +227,7 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done, bool
 			tdax_file_set_removed(tdax_rt.dev, f, 0);
 		return false;
 	}
-	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+	if (tdax_sys_fstat(fd, &st) == 0 && st.st_nlink == 0) {
 		if (!atomic_load(&f->rt.first_log_ns) && !atomic_load(&f->rt.rewrite)) {
 			tdax_files_forget(tdax_rt.dev, idx, gen); /* nothing a power cut could need */
 			return false;
@@ -250,7 +253,7 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 	/* Most paths name no registered file, and one stat() says so: the
 	 * index knows every inode number the table has (files.h). */
 	struct stat st;
-	if (fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	if (tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
 		return -1;
 	/* A regular file only (opening anything else can have side effects),
@@ -262,7 +265,7 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 		return -1;
 	char self[TDAX_PROC_FD_NAME];
 	tdax_proc_fd_name(p, self);
-	int fd = fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
+	int fd = tdax_sys_fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
 							  : -1;
 	TDAX_REAL(close)(p);
 	struct tdax_ident id;
@@ -289,7 +292,12 @@ int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)
 	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
 		return 0;
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
-	return tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+	tdax_promoted_checkpoint_begin(idx, fd);
+	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+	int e = errno;
+	tdax_promoted_checkpoint_end(idx);
+	errno = e;
+	return rc;
 }
 
 int tdax_checkpoint_below(const char *dir)

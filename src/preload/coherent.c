@@ -143,6 +143,22 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
 }
 
+bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
+			    size_t r)
+{
+	uint32_t idx = e->file_plus1 - 1;
+	bool ok = log_iov(idx, e->gen, off, iov, iovcnt, r);
+	has_records(idx);
+	if (tdax_tracing)
+		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);
+	if (ok) {
+		atomic_fetch_add_explicit(&tdax_rt_of(idx)->logged_bytes, r, memory_order_relaxed);
+		tdax_count(TDAX_ST_LOGGED_WRITES, 1);
+		tdax_count(TDAX_ST_LOGGED_BYTES, r);
+	}
+	return ok;
+}
+
 void tdax_coherent_unlogged(const struct tdax_fd *e, uint64_t off, size_t r, bool blind)
 {
 	uint32_t idx = e->file_plus1 - 1;

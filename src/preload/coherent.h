@@ -58,6 +58,12 @@ void tdax_coherent_write_end(const struct tdax_fd *e);
 void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const struct iovec *iov,
 			       int iovcnt, size_t r, bool tracked);
 
+/* Log r bytes of iov at off as records of the file (entry e's) and count
+ * them; no kernel write (bypass.h: a promoted file's write). False if the
+ * log could not take all of them (a part may be logged). */
+bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
+			    size_t r);
+
 /* A write that is not logged reached the kernel: the file is uncovered. A
  * cold one (tdax_tracking_cold) put r bytes at off (at the file position:
  * an estimate); blind: one whose place tdax does not know (off, r: 0). */

@@ -21,6 +21,7 @@
  * so a change that did not count was done before that sync began.
  */
 #define _GNU_SOURCE
+#include "core/sys.h"
 #include "preload/dirsync.h"
 #include "core/dirs.h"
 #include "core/util.h"
@@ -69,7 +70,7 @@ static bool look_at(int dirfd, const char *path, struct tdax_dir_look *l)
 	char buf[PATH_MAX];
 	const char *dir = parent(path, buf, sizeof(buf));
 	struct statx stx;
-	l->valid = dir && statx(dirfd, dir, 0, DIR_MASK, &stx) == 0 && S_ISDIR(stx.stx_mode);
+	l->valid = dir && tdax_sys_statx(dirfd, dir, 0, DIR_MASK, &stx) == 0 && S_ISDIR(stx.stx_mode);
 	if (l->valid) {
 		l->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 		l->ino = stx.stx_ino;

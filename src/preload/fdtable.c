@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 struct tdax_fd *tdax_fds;
+_Atomic uint32_t tdax_fds_promoted;
 
 int tdax_fdtable_init(void)
 {

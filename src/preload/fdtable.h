@@ -18,6 +18,7 @@
 #ifndef TDAX_FDTABLE_H
 #define TDAX_FDTABLE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +63,9 @@ enum { TDAX_LEASE_NONE = 0, TDAX_LEASE_TAKING, TDAX_LEASE_HELD, TDAX_LEASE_NEVER
 #define TDAX_MAX_FDS 65536
 
 extern struct tdax_fd *tdax_fds; /* TDAX_MAX_FDS entries; NULL while tdax is off */
+/* Files promoted in this process now (bypass.h): while 0, no hook and no
+ * lease break looks for one. */
+extern _Atomic uint32_t tdax_fds_promoted;
 
 static inline const struct tdax_fd *tdax_fd_get(int fd)
 {

@@ -25,6 +25,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload/bypass.h"
+#include "preload/promoted.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/unregistered.h"
@@ -43,6 +45,7 @@
 const struct tdax_mode_ops *const tdax_modes[TDAX_MODES] = {
 	[TDAX_MODE_COHERENT] = &tdax_coherent_mode,
 	[TDAX_MODE_UNREGISTERED] = &tdax_unregistered_mode,
+	[TDAX_MODE_BYPASS] = &tdax_bypass_mode,
 };
 
 static const struct tdax_fd *managed(int fd)
@@ -282,6 +285,7 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, in
  * next write lands (fdtable.h). */
 EXPORT off_t lseek(int fd, off_t off, int whence)
 {
+	tdax_promoted_settle_fd(fd); /* (a promoted file's position and size are tdax's) */
 	off_t r = TDAX_REAL(lseek)(fd, off, whence);
 	if (r >= 0 && tdax_fd_get(fd))
 		atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)r, memory_order_relaxed);
@@ -333,6 +337,7 @@ EXPORT int ftruncate64(int fd, off_t len)
 
 EXPORT int truncate(const char *path, off_t len)
 {
+	tdax_promoted_settle_at(AT_FDCWD, path, 0);
 	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_names_truncate(path, len)
 						 : TDAX_REAL(truncate)(path, len);
 }
@@ -355,6 +360,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
 
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
+	tdax_promoted_settle_fd(fd);
 	const struct tdax_fd *e = managed(fd);
 	int r = TDAX_REAL(posix_fallocate)(fd, off, len);
 	if (e)
@@ -373,6 +379,7 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 {
 	/* A shared mapping of a descriptor open for writing can be made
 	 * writable later (mprotect), unseen: read-only now is not enough. */
+	tdax_promoted_settle_fd(fd); /* any mapping reads the kernel's copy */
 	const struct tdax_fd *e = managed(fd);
 	if (e && (flags & MAP_SHARED))
 		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_MMAP);
@@ -395,6 +402,8 @@ static void moved_in(int fd, ssize_t r)
 EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len,
 			       unsigned flags)
 {
+	tdax_promoted_settle_fd(in);
+	tdax_promoted_settle_fd(out);
 	ssize_t r = TDAX_REAL(copy_file_range)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
@@ -404,6 +413,8 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t len)
 {
+	tdax_promoted_settle_fd(in);
+	tdax_promoted_settle_fd(out);
 	ssize_t r = TDAX_REAL(sendfile)(out, in, off, len);
 	int err = errno;
 	moved_in(out, r);
@@ -418,6 +429,8 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t len)
 
 EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len, unsigned flags)
 {
+	tdax_promoted_settle_fd(in);
+	tdax_promoted_settle_fd(out);
 	ssize_t r = TDAX_REAL(splice)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
@@ -429,6 +442,8 @@ EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len
  * not see: a registered file goes to the kernel for good. */
 static void stdio_on(FILE *f, const char *mode)
 {
+	if (f)
+		tdax_promoted_settle_fd(fileno(f));
 	if (f && strpbrk(mode, "wa+") && tdax_on_or_waiting() &&
 	    (tdax_on() || (tdax_manage_wants(fileno(f), O_WRONLY) && tdax_attach())))
 		tdax_manage_stdio(fileno(f));
@@ -461,6 +476,8 @@ EXPORT int rename(const char *oldpath, const char *newpath)
 {
 	if (!tdax_on_attached())
 		return TDAX_REAL(rename)(oldpath, newpath);
+	tdax_promoted_settle_at(AT_FDCWD, oldpath, AT_SYMLINK_NOFOLLOW);
+	tdax_promoted_settle_at(AT_FDCWD, newpath, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_rename(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
 }
 
@@ -468,6 +485,8 @@ EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *new
 {
 	if (!tdax_on_attached())
 		return TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
+	tdax_promoted_settle_at(olddir, oldpath, AT_SYMLINK_NOFOLLOW);
+	tdax_promoted_settle_at(newdir, newpath, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, 0);
 }
 
@@ -476,6 +495,8 @@ EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *ne
 {
 	if (!tdax_on_attached())
 		return TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags);
+	tdax_promoted_settle_at(olddir, oldpath, AT_SYMLINK_NOFOLLOW);
+	tdax_promoted_settle_at(newdir, newpath, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_rename(olddir, oldpath, newdir, newpath, flags);
 }
 
@@ -483,6 +504,7 @@ EXPORT int unlink(const char *path)
 {
 	if (!tdax_on_for_path(AT_FDCWD, path, false))
 		return TDAX_REAL(unlink)(path);
+	tdax_promoted_settle_at(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_unlink(AT_FDCWD, path, 0);
 }
 
@@ -497,5 +519,6 @@ EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	}
 	if (!tdax_on_for_path(dirfd, path, false))
 		return TDAX_REAL(unlinkat)(dirfd, path, flags);
+	tdax_promoted_settle_at(dirfd, path, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_unlink(dirfd, path, flags);
 }

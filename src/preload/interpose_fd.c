@@ -29,6 +29,7 @@
 
 #include "preload/manage.h"
 #include "preload/mode.h"
+#include "preload/promoted.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
 #include "preload/lease.h"
@@ -49,6 +50,7 @@ EXPORT int close(int fd)
 		errno = EBADF; /* not open, as far as the application knows */
 		return -1;
 	}
+	tdax_promoted_settle_fd(fd);
 	tdax_lease_drop(fd);
 	tdax_fd_forget(fd);
 	tdax_inherited_closed(fd);
@@ -61,8 +63,10 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	if (!(flags & CLOSE_RANGE_CLOEXEC))
+	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+		tdax_promoted_settle_range(first, last);
 		tdax_lease_drop_range(first, last);
+	}
 	return tdax_ownfd_close_range(first, last, flags);
 }
 
@@ -70,6 +74,7 @@ EXPORT void closefrom(int lowfd)
 {
 	if (lowfd < 0)
 		lowfd = 0;
+	tdax_promoted_settle_range((unsigned)lowfd, ~0u);
 	tdax_lease_drop_range((unsigned)lowfd, ~0u);
 	if (tdax_ownfd_close_range((unsigned)lowfd, ~0u, 0) != 0) {
 		/* No close_range in this kernel: libc's way, then forget. */
@@ -83,6 +88,7 @@ EXPORT void closefrom(int lowfd)
 EXPORT int fclose(FILE *f)
 {
 	if (f) {
+		tdax_promoted_settle_fd(fileno(f));
 		tdax_lease_drop(fileno(f));
 		tdax_fd_forget(fileno(f));
 	}
@@ -97,6 +103,7 @@ EXPORT int dup(int fd)
 		errno = EBADF;
 		return -1;
 	}
+	tdax_promoted_settle_fd(fd); /* a promoted file has one descriptor */
 	int r = TDAX_REAL(dup)(fd);
 	if (r >= 0)
 		tdax_manage_dup(fd, r);
@@ -110,6 +117,8 @@ EXPORT int dup2(int fd, int to)
 		return -1;
 	}
 	tdax_ownfd_evict(to);
+	tdax_promoted_settle_fd(fd);
+	tdax_promoted_settle_fd(to);
 	if (to != fd)
 		tdax_lease_drop(to);
 	int r = TDAX_REAL(dup2)(fd, to);
@@ -125,6 +134,8 @@ EXPORT int dup3(int fd, int to, int flags)
 		return -1;
 	}
 	tdax_ownfd_evict(to);
+	tdax_promoted_settle_fd(fd);
+	tdax_promoted_settle_fd(to);
 	if (to != fd)
 		tdax_lease_drop(to);
 	int r = TDAX_REAL(dup3)(fd, to, flags);
@@ -139,6 +150,9 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		errno = EBADF;
 		return -1;
 	}
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETLEASE ||
+	    cmd == F_SETSIG || cmd == F_SETOWN || cmd == F_SETOWN_EX)
+		tdax_promoted_settle_fd(fd); /* one descriptor, its flags, tdax's lease */
 	if (cmd == F_SETLEASE || cmd == F_SETSIG || cmd == F_SETOWN || cmd == F_SETOWN_EX)
 		tdax_lease_app_uses(fd); /* the application's own lease or signal: not tdax's to touch */
 	int r = TDAX_REAL(fcntl)(fd, cmd, arg);
@@ -372,17 +386,23 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 }
 
 /* ... and the open files of those sent are another process's too. */
+static void sent(int fd)
+{
+	tdax_promoted_settle_fd(fd);
+	tdax_lease_sent(fd);
+}
+
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	if (tdax_fds)
-		each_passed(msg, tdax_lease_sent);
+		each_passed(msg, sent);
 	return REAL(sendmsg)(fd, msg, flags);
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	for (unsigned i = 0; tdax_fds && i < n; i++)
-		each_passed(&v[i].msg_hdr, tdax_lease_sent);
+		each_passed(&v[i].msg_hdr, sent);
 	return REAL(sendmmsg)(fd, v, n, flags);
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/trace.h"
+#include "preload/promoted.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
 #include "preload/lease.h"
@@ -29,8 +30,10 @@
  * (all: file actions may dup any of them onto another number). */
 static void handing_on(bool all)
 {
-	if (tdax_fds)
+	if (tdax_fds) {
+		tdax_promoted_settle_all(); /* its leases go: the files get their bytes */
 		tdax_lease_hand_on(all);
+	}
 }
 
 /* This image ends: the new one starts its own tdax (it inherits LD_PRELOAD

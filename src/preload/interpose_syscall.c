@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "preload/fdtable.h"
+#include "preload/promoted.h"
 #include "preload/interpose.h"
 #include "preload/lease.h"
 #include "preload/state.h"
@@ -31,6 +32,14 @@ EXPORT long syscall(long nr, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	/* Calls that read a file, its size or its position: a promoted
+	 * file is demoted first (bypass.h), as their libc hooks do. */
+	if (nr == SYS_read || nr == SYS_pread64 || nr == SYS_readv || nr == SYS_preadv ||
+	    nr == SYS_preadv2 || nr == SYS_lseek || nr == SYS_fstat || nr == SYS_mmap ||
+	    nr == SYS_sendfile || nr == SYS_copy_file_range || nr == SYS_splice)
+		tdax_promoted_settle_fd((int)(nr == SYS_mmap ? e : a));
+	if (nr == SYS_sendfile || nr == SYS_splice || nr == SYS_copy_file_range)
+		tdax_promoted_settle_fd((int)(nr == SYS_sendfile ? b : c));
 	/* The raw ABI of the positional calls splits the offset in two longs
 	 * (low, high); on 64-bit the low one is all of it. */
 	switch (nr) {

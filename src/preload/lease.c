@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/lease.h"
 #include "core/sys.h"
+#include "preload/mode.h"
 #include "core/testaid.h"
 #include "core/util.h"
 #include "preload/state.h"
@@ -45,6 +46,11 @@ static struct {
  * lease needs a place here, so that a hand-over or the exit finds them. */
 #define SLOTS 16
 static _Atomic int slots[SLOTS];
+
+/* Breaks of leases on promoted files (bypass.h), as descriptor number + 1:
+ * the write-back thread demotes the file first, then lets the lease go
+ * (the handler cannot: writing the records back takes locks). */
+static _Atomic int breaking[SLOTS];
 
 static _Atomic pid_t owner_tid; /* the write-back thread (signals go to it); 0: none yet */
 static int pidfd = -1;          /* this process, in that thread's descriptor table */
@@ -154,7 +160,21 @@ static void on_break(int sig, siginfo_t *si, void *uc)
 	if (fd >= 0 && fd < TDAX_MAX_FDS && tdax_fds) {
 		struct tdax_fd *e = &tdax_fds[fd];
 		atomic_store(&e->lease_retry_ms, now_ms() + RETRY_MS);
-		if (atomic_exchange(&e->lease, TDAX_LEASE_NONE) == TDAX_LEASE_HELD)
+		bool held = atomic_exchange(&e->lease, TDAX_LEASE_NONE) == TDAX_LEASE_HELD;
+		/* (After the exchange: a promotion stores the mode, then looks
+		 * at the lease -- one of the two sees the other.) */
+		if (held && atomic_load(&tdax_fds_promoted) &&
+		    __atomic_load_n(&e->mode, __ATOMIC_SEQ_CST) == TDAX_MODE_BYPASS) {
+			for (int i = 0; i < SLOTS; i++) {
+				int none = 0;
+				if (atomic_compare_exchange_strong(&breaking[i], &none, fd + 1)) {
+					tdax_count(TDAX_ST_LEASE_BREAKS, 1);
+					errno = saved;
+					return;
+				}
+			}
+		}
+		if (held)
 			free_slot(fd);
 	}
 	let_go(fd);
@@ -316,10 +336,42 @@ void tdax_lease_drop(int fd)
 	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)
 		return;
 	struct tdax_fd *e = &tdax_fds[fd];
+	if (tdax_lease_finish_break(fd))
+		return;
 	if (atomic_load_explicit(&e->lease, memory_order_relaxed) == TDAX_LEASE_NONE)
 		return;
 	if (atomic_exchange(&e->lease, TDAX_LEASE_NONE) == TDAX_LEASE_HELD && free_slot(fd))
 		let_go(fd);
+}
+
+int tdax_lease_next_break(void)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		int fd = atomic_load(&breaking[i]) - 1;
+		if (fd >= 0)
+			return fd;
+	}
+	return -1;
+}
+
+bool tdax_lease_finish_break(int fd)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		int mine = fd + 1;
+		if (atomic_compare_exchange_strong(&breaking[i], &mine, 0)) {
+			free_slot(fd);
+			let_go(fd);
+			return true;
+		}
+	}
+	return false;
+}
+
+int tdax_lease_reach(int fd)
+{
+	if (!tdax_fds_private)
+		return fd;
+	return pidfd < 0 ? -1 : (int)tdax_syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
 void tdax_lease_drop_range(unsigned first, unsigned last)
@@ -341,8 +393,10 @@ void tdax_lease_release_all(bool never)
 void tdax_lease_after_fork(void)
 {
 	atomic_store(&born, atomic_fetch_add(&tdax_lease_epoch, 1) + 1);
-	for (int i = 0; i < SLOTS; i++)
+	for (int i = 0; i < SLOTS; i++) {
 		atomic_store(&slots[i], 0);
+		atomic_store(&breaking[i], 0);
+	}
 	for (int i = 0; i < KIDS; i++)
 		atomic_store(&kids[i].pid, 0); /* the parent's children */
 	atomic_store(&owner_tid, 0);

@@ -74,6 +74,17 @@ void tdax_lease_drop_range(unsigned first, unsigned last);
  * the file still, and closes it. */
 int tdax_lease_borrow(uint32_t idx, uint32_t gen);
 
+/* Breaks of leases on promoted files wait for the write-back thread
+ * (bypass.h): the next one's descriptor (-1: none); finish lets the lease
+ * go -- false if fd had no break waiting. */
+int tdax_lease_next_break(void);
+bool tdax_lease_finish_break(int fd);
+
+/* The application's descriptor fd as a number of the calling thread's
+ * table (the write-back thread's is its own: a copy, which the caller
+ * closes when it differs from fd); -1 if it cannot be had. */
+int tdax_lease_reach(int fd);
+
 /* The write-back thread, as it starts: the handler, its signal, pidfd. */
 void tdax_lease_thread_start(void);
 

@@ -25,10 +25,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-/* Coherent mode is the only one for a registered file yet. */
+/* A registered file's mode: bypass mode's entries (coherent until the
+ * file is promoted, bypass.h) when the process runs in it. */
 static enum tdax_mode choose_mode(void)
 {
-	return TDAX_MODE_COHERENT;
+	return tdax_rt.bypass ? TDAX_MODE_BYPASS : TDAX_MODE_COHERENT;
 }
 
 static bool registered(const struct tdax_fd *e)
@@ -106,7 +107,7 @@ static bool registered_elsewhere(int fd, const struct stat *st)
 
 static bool qualifies(int fd, int flags, struct stat *st)
 {
-	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && fstat(fd, st) == 0 &&
+	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && tdax_sys_fstat(fd, st) == 0 &&
 	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev) &&
 	       (tdax_rules_allow(fd) || registered_elsewhere(fd, st));
 }

@@ -25,6 +25,7 @@
 enum tdax_mode {
 	TDAX_MODE_COHERENT = 0, /* the page cache holds the file; upgraded ranges are logged (coherent.h) */
 	TDAX_MODE_UNREGISTERED, /* the file has no entry yet: the kernel's, watched (unregistered.h) */
+	TDAX_MODE_BYPASS,       /* coherent until promoted, then the device's alone (bypass.h) */
 	TDAX_MODES
 };
 

@@ -2,6 +2,7 @@
  * names -- what renames and unlinks do to registered files (names.h).
  */
 #define _GNU_SOURCE
+#include "core/sys.h"
 #include "preload/names.h"
 #include "core/shadow.h"
 #include "preload/checkpoint.h"
@@ -25,7 +26,7 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 	if (fd < 0)
 		return false;
 	struct stat st;
-	bool ok = tdax_fd_path(fd, out, TDAX_FILE_PATH_MAX + 1) > 0 && fstat(fd, &st) == 0;
+	bool ok = tdax_fd_path(fd, out, TDAX_FILE_PATH_MAX + 1) > 0 && tdax_sys_fstat(fd, &st) == 0;
 	if (ok)
 		*is_dir = S_ISDIR(st.st_mode);
 	TDAX_REAL(close)(fd);
@@ -98,7 +99,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	 * move along), an exchange, or the test build's durable views: a
 	 * plain file's rename costs one stat() more than the kernel's. */
 	struct stat st;
-	bool paths = exchange || tdax_shadow_on() || fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	bool paths = exchange || tdax_shadow_on() || tdax_sys_fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		     S_ISDIR(st.st_mode);
 	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir)) {
 		close_both(new_fd, old_fd);

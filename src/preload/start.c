@@ -18,6 +18,7 @@
 #include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/start.h"
+#include "preload/promoted.h"
 #include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
@@ -115,6 +116,10 @@ static void configure(void)
 	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
 	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
 	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
+	const char *m = secure_getenv("TDAX_MODE");
+	tdax_rt.bypass = m && !strcmp(m, "bypass");
+	if (m && !tdax_rt.bypass && strcmp(m, "coherent"))
+		tdax_warn("unknown TDAX_MODE '%s'%s; using coherent", m, "");
 	tdax_rules_configure();
 }
 
@@ -162,6 +167,8 @@ static void attach_now(void)
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
 	tdax_rt.named = calloc(dev->sb->max_files, sizeof(*tdax_rt.named));
 	tdax_rt.opens = calloc(dev->sb->max_files, sizeof(*tdax_rt.opens));
+	if (tdax_rt.bypass && !tdax_promoted_init(dev->sb->max_files))
+		tdax_rt.bypass = false;
 	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || !tdax_rt.opens ||
 	    bring_up_to_date(dev) != 0) {
 		tdax_device_close(dev);
@@ -257,8 +264,16 @@ static void before_fork(void)
 {
 	TDAX_REAL(execve);
 	TDAX_REAL(execvpe);
-	if (tdax_fds)
+	if (tdax_fds) {
+		tdax_promoted_before_fork(); /* first: a promoted file needs its lease */
 		tdax_lease_before_fork();
+	}
+}
+
+static void after_fork_parent(void)
+{
+	if (tdax_fds)
+		tdax_promoted_after_fork_parent();
 }
 
 bool tdax_vfork_shares(void)
@@ -286,6 +301,7 @@ static void at_fork_child(void)
 		tdax_rt.waiting = false;
 		atomic_store(&attach_state, 2);
 	}
+	tdax_promoted_after_fork_child();
 	tdax_lease_after_fork();
 	tdax_tracking_after_fork();
 	tdax_writeback_after_fork();
@@ -297,6 +313,7 @@ static void at_exit(void)
 	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
 		return;
 	tdax_inside++;
+	tdax_promoted_settle_all(); /* before the leases go: the files get their bytes */
 	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
 	tdax_tracking_flush();
 	tdax_writeback_pass(1);
@@ -313,7 +330,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	 * application's files, so tdax says nothing rather than write into it. */
 	if (tdax_syscall(SYS_fcntl, 2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
-	pthread_atfork(before_fork, NULL, at_fork_child);
+	pthread_atfork(before_fork, after_fork_parent, at_fork_child);
 	atexit(at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */

@@ -78,7 +78,7 @@ bool tdax_watch_check(void)
 		return false;
 	}
 	struct stat st;
-	if (stat(dev->path, &st) != 0) {
+	if (tdax_sys_stat(dev->path, &st) != 0) {
 		if (errno == ENOENT)
 			give_up("removed");
 		return errno != ENOENT;

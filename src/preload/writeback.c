@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "preload/writeback.h"
 #include "core/log.h"
+#include "core/util.h"
+#include "preload/promoted.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/tracking.h"
@@ -46,6 +48,7 @@ static void pass(int all, bool woken)
 	struct tdax_device *dev = tdax_rt.dev;
 	if (!tdax_watch_check())
 		return; /* the region is gone: nothing of it to write back or use */
+	tdax_promoted_serve_breaks(); /* another open waits for these */
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;
@@ -69,7 +72,10 @@ static void pass(int all, bool woken)
 				nremoved = 0;
 			}
 		} else if (all || pressure || now - first > tdax_rt.wb_age_ns ||
-			   atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes || atomic_load(&rt->rewrite)) {
+			   atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes ||
+			   (atomic_load(&rt->rewrite) && atomic_load(&rt->deferred) != tdax_pid())) {
+			/* (A file promoted here has rewrite set: written back
+			 * at its age or size, as any other.) */
 			tdax_checkpoint_file(i);
 		}
 	}

@@ -53,7 +53,7 @@ def test_check_says_what_a_good_file_sets(tmp_path):
     lines = p.stdout.splitlines()
     assert lines[0] == f"{c}: ok"
     assert set(lines[1:]) == {
-        "  TDAX_DEVICE=/dev/shm/a", "  TDAX_POLICY=adaptive", "  TDAX_VERBOSE=1",
+        "  TDAX_DEVICE=/dev/shm/a", "  TDAX_MODE=coherent", "  TDAX_POLICY=adaptive", "  TDAX_VERBOSE=1",
         "  TDAX_WB_BYTES=16M", "  TDAX_WB_INTERVAL_MS=20", "  TDAX_ALLOW_SHARED=0",
         "  TDAX_WB_AGE_MS=500", "  TDAX_WB_HIGH_PCT=80",
         "  TDAX_INCLUDE=/var/lib/redis/*:/srv/*", "  TDAX_EXCLUDE=/srv/tmp/*",
@@ -64,7 +64,7 @@ def test_check_says_what_a_good_file_sets(tmp_path):
 
 @pytest.mark.parametrize("text,line,says", [
     ("[run]\npolicy = fast\n", 2, "[run] policy: not one of: thesis adaptive always never ('fast')"),
-    ("[run]\npolicy = thesis\nmode = bypass\n", 3, "[run] mode: not one of: coherent"),
+    ("[run]\npolicy = thesis\nmode = direct\n", 3, "[run] mode: not one of: coherent bypass ('direct')"),
     ("[run]\npolicy = thesis\npolicy = never\n", 3, "[run] policy is given twice"),
     ("\n\n[run]\nno equals sign here\n", 4, "not 'KEY = VALUE'"),
     ("policy = thesis\n", 1, "'policy' is outside any [section]"),

@@ -1,0 +1,149 @@
+/*
+ * interpose_read -- the calls that read a file or its attributes: a
+ * promoted file (bypass.h) is demoted first, so that they see what the
+ * application wrote. While no file is promoted each costs one load.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "preload/promoted.h"
+#include "preload/interpose.h"
+
+/* ---- by descriptor --------------------------------------------------- */
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(read)(fd, buf, n);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(readv)(fd, iov, n);
+}
+
+EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(pread)(fd, buf, n, off);
+}
+
+EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+	return pread(fd, buf, n, off);
+}
+
+EXPORT ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(preadv)(fd, iov, n, off);
+}
+
+EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
+{
+	return preadv(fd, iov, n, off);
+}
+
+EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(preadv2)(fd, iov, n, off, flags);
+}
+
+EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	return preadv2(fd, iov, n, off, flags);
+}
+
+/* _FORTIFY_SOURCE's checked reads. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(__read_chk)(fd, buf, n, buflen);
+}
+
+EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(__pread_chk)(fd, buf, n, off, buflen);
+}
+
+EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(__pread64_chk)(fd, buf, n, off, buflen);
+}
+
+EXPORT int fstat(int fd, struct stat *st)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(fstat)(fd, st);
+}
+
+EXPORT int fstat64(int fd, struct stat64 *st)
+{
+	tdax_promoted_settle_fd(fd);
+	return REAL(fstat64)(fd, st);
+}
+
+/* ---- by name (or by descriptor with AT_EMPTY_PATH) ------------------- */
+
+static void settle_at(int dirfd, const char *path, int flags)
+{
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		tdax_promoted_settle_fd(dirfd);
+	else if (path)
+		tdax_promoted_settle_at(dirfd, path, flags);
+}
+
+EXPORT int stat(const char *path, struct stat *st)
+{
+	settle_at(AT_FDCWD, path, 0);
+	return REAL(stat)(path, st);
+}
+
+EXPORT int stat64(const char *path, struct stat64 *st)
+{
+	settle_at(AT_FDCWD, path, 0);
+	return REAL(stat64)(path, st);
+}
+
+EXPORT int lstat(const char *path, struct stat *st)
+{
+	settle_at(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
+	return REAL(lstat)(path, st);
+}
+
+EXPORT int lstat64(const char *path, struct stat64 *st)
+{
+	settle_at(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
+	return REAL(lstat64)(path, st);
+}
+
+EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	settle_at(dirfd, path, flags);
+	return REAL(fstatat)(dirfd, path, st, flags);
+}
+
+EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	settle_at(dirfd, path, flags);
+	return REAL(fstatat64)(dirfd, path, st, flags);
+}
+
+EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
+{
+	settle_at(dirfd, path, flags);
+	return REAL(statx)(dirfd, path, flags, mask, st);
+}

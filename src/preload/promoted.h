@@ -1,0 +1,118 @@
+/*
+ * promoted -- the files bypass mode (bypass.h) promoted in this process:
+ * their state, their lock and their demotion, for every part of tdax that
+ * must see a promoted file's bytes in the kernel first (the hooks that
+ * read or hand a file on, checkpoints, lease breaks, fork, exit).
+ *
+ * First step (#19): the device holds the promoted file's bytes as log
+ * records; reads are not served from the device. So everything that could
+ * see the kernel's copy of a promoted file demotes it first, in this
+ * process (a read, lseek, fstat or stat of it, mmap, close, dup, fcntl,
+ * sendfile/splice/copy_file_range, fork, exec, sending it over a socket,
+ * truncate, fallocate, unlink, rename, exit) and in any other (their open
+ * breaks the write lease: the write-back thread demotes, then lets it go).
+ *
+ * Which files: in bypass mode every managed descriptor of a registered
+ * file takes this mode's entries; a file is promoted after a sync that
+ * found it all logged (the policy upgraded what it writes) while this
+ * process holds a write lease on its only open file and no other
+ * descriptor of it; otherwise its calls are coherent mode's.
+ *
+ * Order: a per-file lock of this process (recursive: a signal handler may
+ * write while its thread is inside) is held around each write, around
+ * promotion and demotion, and around the look of a sync; a real sync
+ * (coherent mode's, or a checkpoint of the write-back thread) runs outside
+ * it, counted, and no file is promoted while one runs. So no checkpoint
+ * ever releases a record whose bytes the file does not have yet.
+ *
+ * Death: the entry's rt.deferred names the process (pid) whose records the
+ * file may lack. The next process to attach to the device, or `tdax
+ * recover`, writes the records of a dead one's file into it (recover.c).
+ */
+#ifndef TDAX_PROMOTED_H
+#define TDAX_PROMOTED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "preload/fdtable.h"
+
+/* A file of this process, by entry index: its lock (recursive: a signal
+ * handler may call in while its thread is inside), and while promoted its
+ * descriptor, position and size, which are tdax's until demotion. */
+struct tdax_promoted {
+	_Atomic uint64_t owner; /* the lock: the holding thread's id, 0 free */
+	uint32_t depth;         /* the holder's nesting */
+	uint32_t syncs;         /* real syncs running outside the lock: no promotion */
+	int fd;                 /* promoted: the application's descriptor; -1: not */
+	uint32_t gen;           /* promoted: the entry's generation */
+	uint32_t epoch;         /* moves at each demotion */
+	bool append;            /* the open file has O_APPEND */
+	_Atomic uint64_t pos;   /* promoted: the open file's position */
+	_Atomic uint64_t size;  /* promoted: the file's size */
+};
+
+/* The file of a managed descriptor's entry, or NULL (no entry yet, or
+ * not bypass mode). */
+struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e);
+void tdax_promoted_lock(struct tdax_promoted *b);
+void tdax_promoted_unlock(struct tdax_promoted *b);
+
+/* Demote b (locked, promoted; idx its entry): its records are written into
+ * the file through fd_here (a number of this thread's table for the same
+ * open file; -1: the application's, reached), its position put back. A
+ * failure keeps the records (rt.rewrite) and is the next sync's error. */
+int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here);
+
+/* A fork is under way: nothing may be promoted. */
+bool tdax_promoted_frozen(void);
+
+/* Set up at attach (bypass mode only); false if it could not be. */
+bool tdax_promoted_init(uint32_t max_files);
+
+/* Before anything that could see the kernel's copy of the file open as
+ * fd (a read, a stat, ...): demote it if it is promoted. */
+void tdax_promoted_demote_fd_slow(int fd);
+static inline void tdax_promoted_settle_fd(int fd)
+{
+	if (__builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0))
+		tdax_promoted_demote_fd_slow(fd);
+}
+
+/* The same for the file a path names (stat, unlink, rename, truncate);
+ * AT_SYMLINK_NOFOLLOW in flags as fstatat takes it. */
+void tdax_promoted_demote_at_slow(int dirfd, const char *path, int flags);
+static inline void tdax_promoted_settle_at(int dirfd, const char *path, int flags)
+{
+	if (__builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0))
+		tdax_promoted_demote_at_slow(dirfd, path, flags);
+}
+
+/* Descriptors first..last are closed (close_range, closefrom). */
+void tdax_promoted_demote_range_slow(unsigned first, unsigned last);
+static inline void tdax_promoted_settle_range(unsigned first, unsigned last)
+{
+	if (__builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0))
+		tdax_promoted_demote_range_slow(first, last);
+}
+
+/* Every promoted file of the process (exit, exec, spawn, fork). */
+void tdax_promoted_settle_all(void);
+
+/* Around fork (start.c): no promotion until after it, every file demoted
+ * before it; the child promotes nothing its parent did. */
+void tdax_promoted_before_fork(void);
+void tdax_promoted_after_fork_parent(void);
+void tdax_promoted_after_fork_child(void);
+
+/* A checkpoint of file idx through fd (any descriptor table's number):
+ * demote it first, and keep it from being promoted until done. */
+void tdax_promoted_checkpoint_begin(uint32_t idx, int fd);
+void tdax_promoted_checkpoint_end(uint32_t idx);
+
+/* Write-back thread: demote the files whose lease another open is
+ * breaking, then let the leases go (lease.h). */
+void tdax_promoted_serve_breaks(void);
+
+#endif
