@@ -6,6 +6,7 @@
 #ifndef TDAX_UTIL_H
 #define TDAX_UTIL_H
 
+#include <sys/uio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -111,5 +112,22 @@ int tdax_sync_parent_dir(const char *path);
 
 /* True if a process with this pid exists (it may be a reused pid). */
 bool tdax_pid_alive(uint32_t pid);
+
+/* Bytes in n iovec entries. */
+static inline size_t tdax_iov_bytes(const struct iovec *iov, int n)
+{
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* *v = max(*v, x), atomically. */
+static inline void tdax_atomic_max(_Atomic uint64_t *v, uint64_t x)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
+	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
+		;
+}
 
 #endif

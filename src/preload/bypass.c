@@ -88,21 +88,6 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	tdax_count(TDAX_ST_PROMOTIONS, 1);
 }
 
-static size_t iov_bytes(const struct iovec *iov, int n)
-{
-	size_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
-static void atomic_max(_Atomic uint64_t *v, uint64_t x)
-{
-	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
-	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
-		;
-}
-
 /*
  * A write of promoted file b through its descriptor: records only. Where
  * it lands is taken (the position moved, the size grown) before the copy,
@@ -115,7 +100,7 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 			off_t off, int rwf)
 {
 	uint32_t idx = e->file_plus1 - 1;
-	size_t len = iov_bytes(iov, n);
+	size_t len = tdax_iov_bytes(iov, n);
 	if (len > MAX_RW)
 		len = MAX_RW;
 	if (len == 0)
@@ -128,10 +113,10 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 			atomic_store(&b->pos, at + len);
 	} else if (off < 0) {
 		at = atomic_fetch_add(&b->pos, len);
-		atomic_max(&b->size, at + len);
+		tdax_atomic_max(&b->size, at + len);
 	} else {
 		at = (uint64_t)off;
-		atomic_max(&b->size, at + len);
+		tdax_atomic_max(&b->size, at + len);
 	}
 	uint32_t epoch = b->epoch;
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */

@@ -13,6 +13,7 @@
 #include "core/shadow.h"
 #include "core/testaid.h"
 #include "core/trace.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,13 +24,6 @@
 
 /* One record carries at most this much; larger writes become several. */
 #define CHUNK (256u << 10)
-
-static void atomic_max(_Atomic uint64_t *v, uint64_t x)
-{
-	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
-	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
-		;
-}
 
 void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
 {
@@ -126,7 +120,7 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
 		why = TDAX_FB_LOG_FULL;
 	if (iov)
-		atomic_max(&rt->size_seen, off + r);
+		tdax_atomic_max(&rt->size_seen, off + r);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
 				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL);

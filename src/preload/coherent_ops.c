@@ -88,14 +88,6 @@ static uint64_t estimate(int fd, const struct tdax_file_rt *rt, bool at_end)
 /* This thread is inside positional(), holding its file's position lock. */
 static __thread int in_positional TDAX_TLS;
 
-static size_t iov_bytes(const struct iovec *iov, int n)
-{
-	size_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 /*
  * A cold write at the file position: its range is not logged, so its exact
  * offset matters only to the policy, which takes an estimate (where this
@@ -164,7 +156,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 		/* Tracked here, where it is expected to land: a write to a
 		 * range that is not logged needs nothing more of the policy. */
 		if ((e->flags & TDAX_FD_NOLOG) || atomic_load_explicit(&rt->unmanaged, memory_order_relaxed) ||
-		    !tdax_tracking_write(e->file_plus1 - 1, e->gen, est, iov_bytes(iov, n)))
+		    !tdax_tracking_write(e->file_plus1 - 1, e->gen, est, tdax_iov_bytes(iov, n)))
 			return cold(fd, e, iov, n, rwf, est);
 	}
 	tdax_coherent_write_begin(e);

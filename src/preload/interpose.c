@@ -39,6 +39,7 @@
 #include "preload/start.h"
 #include "preload/state.h"
 #include "core/trace.h"
+#include "core/util.h"
 #include "preload/writeback.h"
 
 /* The modes, by enum tdax_mode (mode.h). */
@@ -196,14 +197,6 @@ static ssize_t kernel_wrote(int fd, const struct tdax_fd *e, off_t off, uint64_t
 	return written(fd, e, tdax_mode_of(e)->kernel_after(fd, e, off, at, r));
 }
 
-static size_t iov_bytes(const struct iovec *iov, int n)
-{
-	size_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	const struct tdax_fd *e = managed(fd);
@@ -226,7 +219,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 		return TDAX_REAL(writev)(fd, iov, n);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
-	if (kernel_write(fd, e, -1, iov_bytes(iov, n), &at))
+	if (kernel_write(fd, e, -1, tdax_iov_bytes(iov, n), &at))
 		return kernel_wrote(fd, e, -1, at, TDAX_REAL(writev)(fd, iov, n));
 	return managed_write(fd, e, iov, n, -1, 0);
 }
@@ -258,7 +251,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
-	if (kernel_write(fd, e, off, iov_bytes(iov, n), &at))
+	if (kernel_write(fd, e, off, tdax_iov_bytes(iov, n), &at))
 		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwritev)(fd, iov, n, off));
 	return managed_write(fd, e, iov, n, off, 0);
 }
