@@ -48,8 +48,9 @@ def args():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=list(SUITES) + ["all"])
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
-    ap.add_argument("--policies", default="thesis", help="tdax policies to run, comma-separated "
-                    "(thesis, adaptive, always, never; default thesis)")
+    ap.add_argument("--policies", default="thesis,bypass", help="tdax configurations to run, "
+                    "comma-separated: a policy in coherent mode (thesis, adaptive, always, never), "
+                    "bypass (bypass mode, policy always) or bypass-POLICY (default thesis,bypass)")
     ap.add_argument("--quick", action="store_true", help="small runs (make bench)")
     ap.add_argument("--out", help="results directory (default results/<suite>-<time>)")
     ap.add_argument("--only", help="run only configs whose name contains this")
@@ -73,8 +74,8 @@ def args():
             setattr(a, k, quick if q else full)
     a.policies = [p for p in a.policies.split(",") if p]
     for p in a.policies:
-        if p not in ("thesis", "adaptive", "always", "never"):
-            ap.error(f"unknown policy {p}")
+        if p not in env.COLUMNS:
+            ap.error(f"unknown policy {p} ({', '.join(env.COLUMNS)})")
     return a
 
 
@@ -151,7 +152,9 @@ def run_suite(suite, a, device, console):
 
 def main():
     a = args()
-    console = Console()
+    # A terminal's width; written to a file or a pipe, wide enough for a
+    # column per configuration (rich would squeeze them into 80).
+    console = Console(width=None if sys.stdout.isatty() else 160)
     suites = list(SUITES) if a.suite == "all" else [a.suite]
     device = f"/dev/shm/tdax-bench-{os.getpid()}"
     outs = []

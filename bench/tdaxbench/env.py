@@ -19,10 +19,20 @@ PGBIN = Path("/usr/lib/postgresql/15/bin")
 _servers = set()  # Popen objects still running, stopped on exit or Ctrl-C
 
 
+# The tdax configurations a bench column may name: a policy in coherent
+# mode, or bypass mode ("bypass": under policy always, which promotes every
+# file that can be leased; "bypass-POLICY" under another).
+POLICIES = ("thesis", "adaptive", "always", "never")
+COLUMNS = POLICIES + ("bypass",) + tuple(f"bypass-{p}" for p in POLICIES)
+
+
 def tdax_prefix(mode, device, user=None):
     """The command prefix of a mode: 'default' runs the workload as is,
-    'thesis'/'always'/'never' under `tdax run` with that policy."""
-    pre = [] if mode == "default" else [str(TDAX), "run", "--quiet", "--device", device,
+    a column of COLUMNS under `tdax run` with that policy and mode."""
+    mode_args = []
+    if mode.startswith("bypass"):
+        mode_args, mode = ["--mode", "bypass"], mode.partition("-")[2] or "always"
+    pre = [] if mode == "default" else [str(TDAX), "run", "--quiet", "--device", device, *mode_args,
                                         "--policy", mode, "--"]
     if user:
         pre = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] + pre

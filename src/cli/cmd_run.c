@@ -1,7 +1,8 @@
 /*
  * cmd_run -- tdax run: run a command with libtdax.so preloaded on a device
  * (created on first use and brought up to date first), or without tdax when
- * the device cannot be used.
+ * the device cannot be used. It becomes the command, but in bypass mode,
+ * where it stays its parent (supervise.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "cli/config.h"
 #include "cli/out.h"
 #include "cli/paths.h"
+#include "cli/supervise.h"
 #include "core/control.h"
 #include "core/device.h"
 #include "core/env.h"
@@ -36,7 +38,9 @@ static const char run_help[] =
 	"  --mode M        coherent (default: every write goes to the kernel too) or bypass\n"
 	"                  (first step, docs/durability.md: a file synced lightweight while\n"
 	"                  the process holds a write lease on its only open file is promoted:\n"
-	"                  its writes go to the device alone until anything could read it)\n"
+	"                  its writes go to the device alone until anything could read it;\n"
+	"                  tdax run stays the command's parent, and writes in what a process\n"
+	"                  below it leaves in the device when it dies)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
 	"                  'tdax get'; a file made anew at a just removed file's name takes\n"
 	"                  up its stream), adaptive (thesis, with thresholds that fall for a\n"
@@ -201,6 +205,8 @@ int cmd_run(int argc, char **argv)
 		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
 	} else if (start_with_tdax(path, libabs, policy, talk, trace, &e) != 0) {
 		return fail(&e);
+	} else if (getenv("TDAX_MODE") && !strcmp(getenv("TDAX_MODE"), "bypass")) {
+		return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
 	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));

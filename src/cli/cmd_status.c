@@ -161,6 +161,10 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 			continue;
 		printf("  %4u/%-4u ", fr[f].logged, fr[f].total);
 		text_str(stdout, file->path, sizeof(file->path));
+		uint32_t by = atomic_load(&file->rt.deferred);
+		if (by)
+			printf("  [bypass: promoted by pid %u, %llu bytes logged]", by,
+			       (unsigned long long)atomic_load(&file->rt.logged_bytes));
 		printf("\n");
 		if (verbose)
 			print_ranges(dev, f, false, &t);
@@ -192,7 +196,10 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 			continue;
 		printf("%s{\"path\": ", first ? "" : ", ");
 		json_str(stdout, file->path);
-		printf(", \"ranges\": %u, \"upgraded\": %u", fr[f].total, fr[f].logged);
+		uint32_t by = atomic_load(&file->rt.deferred);
+		printf(", \"ranges\": %u, \"upgraded\": %u, \"mode\": \"%s\", \"promoted_by\": %u, "
+		       "\"logged_bytes\": %llu", fr[f].total, fr[f].logged, by ? "bypass" : "coherent", by,
+		       (unsigned long long)atomic_load(&file->rt.logged_bytes));
 		if (verbose) {
 			printf(", \"range_detail\": [");
 			print_ranges(dev, f, true, &t);
@@ -208,9 +215,10 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 static const char status_help[] =
 	"usage: tdax status [--device PATH] [--json] [-v|--verbose]\n"
 	"\n"
-	"Device use; per file its path and upgraded/tracked ranges (with -v each range's\n"
-	"writebacks, writes, metric M and state); lightweight vs real syncs, fallbacks by\n"
-	"reason, bytes logged, checkpoints, upgrades and downgrades, and how soon the\n"
+	"Device use; per file its path, upgraded/tracked ranges (with -v each range's\n"
+	"writebacks, writes, metric M and state) and, if promoted (--mode bypass), by which\n"
+	"process; lightweight vs real syncs, fallbacks by reason, bytes logged,\n"
+	"checkpoints, upgrades and downgrades, promotions and demotions, and how soon the\n"
 	"policy upgrades a sync stream and downgrades it once it stops (on average).\n";
 
 /* A command that shows the device its arguments name: open, show, close. */

@@ -294,6 +294,17 @@ static void free_entry(struct tdax_device *dev, struct tdax_file *f, uint32_t id
 	index_drop(dev, idx, f->ino);
 }
 
+bool tdax_files_orphaned(struct tdax_device *dev)
+{
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		uint32_t pid = atomic_load_explicit(&tdax_file_at(dev, i)->rt.deferred,
+						    memory_order_relaxed);
+		if (pid && !tdax_pid_alive(pid))
+			return true;
+	}
+	return false;
+}
+
 void tdax_files_forget(struct tdax_device *dev, uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);

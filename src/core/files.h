@@ -197,6 +197,10 @@ static inline uint64_t tdax_files_registrations(const struct tdax_device *dev)
  * (what a stat() tells is enough to skip a file); true, that it may be. */
 bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
 
+/* Is a file promoted by a process now dead (rt.deferred names it)? Its
+ * bytes are in the log alone until recovery writes them (recover.h). */
+bool tdax_files_orphaned(struct tdax_device *dev);
+
 /* The last descriptor of (idx, gen) in a process was closed: free the
  * entry if the file never had a stream of syncs (rt.streamed: nothing the
  * policy learned would be lost) and the entry holds nothing anyone needs

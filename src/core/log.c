@@ -58,23 +58,10 @@ static uint64_t my_owner_id(void)
 	return ((uint64_t)tdax_pid() << 32) | (uint32_t)tdax_syscall(SYS_gettid);
 }
 
-/* Is the writing thread still there? A zombie (killed, not yet reaped by
- * its parent) writes no more: it counts as dead. */
+/* Is the writing thread still there (util.h: a zombie counts as dead)? */
 static bool owner_alive(uint64_t owner)
 {
-	pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(owner & 0xffffffffu);
-	if (tdax_syscall(SYS_tgkill, pid, tid, 0) != 0 && errno != EPERM)
-		return false;
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	int fd = (int)tdax_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	ssize_t n = tdax_sys_read(fd, buf, sizeof(buf) - 1);
-	tdax_syscall(SYS_close, fd);
-	buf[n > 0 ? n : 0] = '\0';
-	const char *st = strrchr(buf, ')');
-	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
+	return tdax_task_alive((uint32_t)(owner >> 32), (uint32_t)(owner & 0xffffffffu));
 }
 
 uint32_t tdax_log_max_len(const struct tdax_device *dev)

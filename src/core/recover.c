@@ -543,12 +543,19 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		return;
 	}
 	/* Same boot: the page cache has every byte -- but those of a file
-	 * promoted by a process now dead (bypass mode: rt.deferred), which
-	 * went to the device alone. Take the release point before the sync
-	 * so that it covers writers still running. */
-	uint32_t deferred = atomic_load(&f->rt.deferred);
-	bool replay = rep->replay || (deferred && !tdax_pid_alive(deferred));
-	uint64_t upto = replay ? last : atomic_load(dev->seq);
+	 * promoted in bypass mode (rt.deferred), which went to the device
+	 * alone. A promoter that is alive wrote them in before the open above
+	 * returned (the open broke its lease, preload/lease.h) and cleared
+	 * rt.deferred: still set, it names a process that is dead, or dying
+	 * with its files closed, or one that has just promoted and not yet
+	 * written -- replaying is right for all of them. Take the release
+	 * point before the sync so that it covers writers still running, and
+	 * before the look at rt.deferred: a promotion after that look writes
+	 * records numbered after it. */
+	uint64_t now_seq = atomic_load(dev->seq);
+	uint32_t deferred = atomic_load(&tdax_file_at(dev, idx)->rt.deferred);
+	bool replay = rep->replay || deferred;
+	uint64_t upto = replay ? last : now_seq;
 	for (size_t i = 0; replay && i < n; i++) {
 		const struct tdax_rec *r = &v[i].h;
 		if (apply(fd, &v[i]) != 0) {
@@ -566,8 +573,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		if (*budget > 0 && --*budget == 0)
 			raise(SIGKILL);
 	}
-	if (!replay)
-		tdax_shadow_before_sync(fd, f->path);
+	tdax_shadow_before_sync(fd, f->path);
 	if (tdax_sys_fdatasync(fd) != 0) {
 		out->outcome = TDAX_IO_FAILED;
 		snprintf(out->reason, sizeof(out->reason), "fdatasync failed: %s; records kept",
@@ -607,6 +613,16 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	if (live->gen == gen && atomic_load(&live->rt.removed))
 		tdax_file_set_removed(dev, live, 0);
 	out->outcome = TDAX_RECOVERED;
+}
+
+/* Is the file of records v promoted by a process now dead? */
+static bool orphaned(const struct tdax_device *dev, const struct live *v)
+{
+	if (v->h.file >= dev->sb->max_files)
+		return false;
+	const struct tdax_file *f = tdax_file_at(dev, v->h.file);
+	uint32_t pid = atomic_load(&f->rt.deferred);
+	return f->gen == v->h.fgen && pid && !tdax_pid_alive(pid);
 }
 
 /* Is the file of records v one the application unlinked (on a replay)? */
@@ -690,7 +706,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	long budget = kill_after();
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t k = 0; k < nfiles; k++) {
-			if (first[k] != (pass == 0))
+			if (first[k] != (pass == 0) || (o->orphans_only && !orphaned(dev, &c.v[at[k]])))
 				continue;
 			struct tdax_recover_file *out = &rep->files[rep->nfiles++];
 			recover_file(dev, o, &t, rep, &c.v[at[k]], at[k + 1] - at[k], out, &budget);
@@ -703,7 +719,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	tdax_log_reclaim(dev);
 	if (rep->replay)
 		forget_dirs(dev);
-	if (rep->failed == 0)
+	if (rep->failed == 0 && !o->orphans_only)
 		tdax_device_set_state(dev, tdax_log_live_owner(dev) ? TDAX_STATE_UNCLEAN
 								    : TDAX_STATE_CLEAN);
 	rep->seconds = (double)(tdax_now_ns() - t0) / 1e9;

@@ -77,6 +77,12 @@ struct tdax_recover_report {
 struct tdax_recover_opts {
 	bool power_failure;       /* the page cache was lost: replay */
 	bool discard_unmatched;   /* release records of files that are gone */
+	/* Only the files promoted by a process now dead (bypass mode:
+	 * rt.deferred; their bytes are in the log alone), nothing else
+	 * touched, the device's state left as it is: what a process that
+	 * writes to the device itself may run (it never opens a file it has
+	 * promoted, which would break its own lease). */
+	bool orphans_only;
 };
 
 /* 0 if every live record is now in its file (or discarded), 1 if some files

@@ -175,9 +175,26 @@ int tdax_sync_parent_dir(const char *path)
 	}
 }
 
+bool tdax_task_alive(uint32_t pid, uint32_t tid)
+{
+	if (!pid || !tid ||
+	    (tdax_syscall(SYS_tgkill, (pid_t)pid, (pid_t)tid, 0) != 0 && errno != EPERM))
+		return false;
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/stat", pid, tid);
+	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return true;
+	ssize_t n = tdax_sys_read(fd, buf, sizeof(buf) - 1);
+	tdax_sys_close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *st = strrchr(buf, ')');
+	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
+}
+
 bool tdax_pid_alive(uint32_t pid)
 {
-	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+	return tdax_task_alive(pid, pid);
 }
 
 bool tdax_pidlock_try(_Atomic uint32_t *word)

@@ -110,7 +110,12 @@ int tdax_fd_reopen(int fd, int flags);
  */
 int tdax_sync_parent_dir(const char *path);
 
-/* True if a process with this pid exists (it may be a reused pid). */
+/* True if thread tid of process pid exists and is not a zombie (killed,
+ * not yet reaped by its parent: it holds nothing -- no lease, no open file
+ * -- and writes no more). It may be a reused id. */
+bool tdax_task_alive(uint32_t pid, uint32_t tid);
+
+/* tdax_task_alive() of the process's main thread. */
 bool tdax_pid_alive(uint32_t pid);
 
 /* Bytes in n iovec entries. */

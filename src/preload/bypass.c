@@ -122,10 +122,15 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */
 	tdax_tracking_write(idx, e->gen, at, len);
 	if (!tdax_coherent_log_only(e, at, iov, n, len)) {
-		/* The log is full: the file's records go into it, then this write. */
+		/* The log is full: the file's records go into it, then this
+		 * write, which no record covers -- the next sync is real. */
 		if (b->fd >= 0)
 			tdax_promoted_demote(b, idx, -1);
-		return TDAX_REAL(pwritev)(fd, iov, n, (off_t)at) < 0 ? -1 : (ssize_t)len;
+		ssize_t w = TDAX_REAL(pwritev)(fd, iov, n, (off_t)at);
+		int err = errno;
+		tdax_coherent_uncover(idx, TDAX_FB_LOG_FULL);
+		errno = err;
+		return w < 0 ? -1 : (ssize_t)len;
 	}
 	if (b->epoch != epoch && TDAX_REAL(pwritev)(fd, iov, n, (off_t)at) < 0)
 		return -1;

@@ -130,8 +130,10 @@ static int bring_up_to_date(struct tdax_device *dev)
 	struct tdax_err e;
 	bool lost = tdax_device_boot_changed(dev);
 	/* After a reboot: replay what the last boot left. After a crash of
-	 * another process on this boot: sync and release what it left. */
-	if (lost || tdax_log_seal_dead(dev)) {
+	 * another process on this boot: sync and release what it left, and
+	 * write in what it had deferred (bypass mode; a pass elsewhere may
+	 * have sealed its segments already). */
+	if (lost || tdax_log_seal_dead(dev) || tdax_files_orphaned(dev)) {
 		/* On the same boot, the records of a file that is gone from its
 		 * path protect nothing (recovery finds files by path, the page
 		 * cache has their bytes): let them go, or they stay for good. */

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/writeback.h"
 #include "core/log.h"
+#include "core/recover.h"
 #include "core/util.h"
 #include "preload/promoted.h"
 #include "preload/checkpoint.h"
@@ -42,6 +43,33 @@ static _Atomic uint64_t sealed_ns; /* the last look */
  */
 #define SCAN_EVERY_NS 100000000ull
 static _Atomic uint64_t scanned_ns; /* the last look */
+
+/*
+ * A file promoted by a process now dead (bypass mode) lacks the bytes it
+ * deferred until someone writes them in: any process on the device does,
+ * at its next seal look (once a second). One that cannot (another user's
+ * file) looks again ten seconds later, not every second: each try scans
+ * the whole log.
+ */
+#define ORPHANS_RETRY_LOOKS 10
+static _Atomic int orphans_wait; /* seal looks to skip after a failed try */
+
+static void write_orphans_back(struct tdax_device *dev)
+{
+	if (orphans_wait > 0) {
+		orphans_wait--;
+		return;
+	}
+	if (!tdax_files_orphaned(dev))
+		return;
+	struct tdax_recover_report r;
+	struct tdax_err e;
+	int rc = tdax_recover(dev, &(struct tdax_recover_opts){ .orphans_only = true }, &r, &e);
+	if (rc >= 0)
+		tdax_recover_report_free(&r);
+	if (rc != 0)
+		orphans_wait = ORPHANS_RETRY_LOOKS;
+}
 
 static void pass(int all, bool woken)
 {
@@ -89,6 +117,7 @@ static void pass(int all, bool woken)
 	if (all || pressure || now - atomic_load_explicit(&sealed_ns, memory_order_relaxed) >= SEAL_EVERY_NS) {
 		atomic_store_explicit(&sealed_ns, now, memory_order_relaxed);
 		sealed = tdax_log_seal_dead(dev) > 0;
+		write_orphans_back(dev);
 	}
 	if (sealed || pressure)
 		tdax_log_reclaim(dev);

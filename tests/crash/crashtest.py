@@ -9,7 +9,10 @@ host disk. At a random instant the fault strikes; the disk comes back
 must be there.
 
 Fault models:
-  sigkill       the application is SIGKILLed (page cache survives)
+  sigkill       the application is SIGKILLed (page cache survives), `tdax run`
+                too, then `tdax recover`
+  sigkill-app   the application alone is SIGKILLed: checked before any recovery
+                (bypass mode: `tdax run`, its parent, writes in what it deferred)
   cut-all       power cut: SIGKILL everything, every unflushed disk write lost
   cut-random    power cut: a random subset of the unflushed writes survives
   cut-recovery  power cut, recovery SIGKILLed half-way and the power cut again,
@@ -25,8 +28,9 @@ control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
-                                        sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb]
-                    [--faults sigkill,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
+                                        sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
+                                        raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass]
+                    [--faults sigkill,sigkill-app,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
 exit status: 0 if nothing was lost (and the control lost data every round)
@@ -174,14 +178,18 @@ def shm_segments(pids):
     return segs
 
 
-def kill_tree(procs):
+def kill_tree(procs, spare=None):
     """The instant of the crash: freeze the workload and everything it
     started, then SIGKILL all of it, so that nothing runs on (an exit
     handler of a surviving child would sync and hide the cut). The shared
     memory of a PostgreSQL server among them goes too (a server's shared
-    memory is not what a crash test is about, and /dev/shm would fill)."""
+    memory is not what a crash test is about, and /dev/shm would fill).
+    spare: a program (path) whose processes live on -- `tdax run`, which
+    then ends by itself once everything below it has died; returns them."""
     procs = procs if isinstance(procs, list) else [procs]
     pids = [q for p in procs for q in descendants(p.pid)]
+    kept = [q for q in pids if spare and exe_of(q) == spare]
+    pids = [q for q in pids if q not in kept]
     for q in pids:
         try:
             os.kill(q, signal.SIGSTOP)
@@ -195,12 +203,36 @@ def kill_tree(procs):
             pass
     for p in procs:
         try:
-            os.killpg(p.pid, signal.SIGKILL)
+            if not kept:  # (the group: what left the tree; a spared one is in it)
+                os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        p.wait()
+        p.wait(timeout=30)
     for seg in segs:
         Path(seg).unlink(missing_ok=True)
+    return kept
+
+
+def exe_of(pid):
+    try:
+        return os.path.realpath(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
+def wait_gone(pids, timeout=30):
+    """Until no process of pids is left (zombies of another parent count as gone)."""
+    deadline = time.time() + timeout
+    for q in pids:
+        while time.time() < deadline:
+            try:
+                if Path(f"/proc/{q}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                    break
+            except (OSError, IndexError):
+                break
+            time.sleep(0.01)
+        else:
+            raise RuntimeError(f"process {q} ({exe_of(q)}) did not end within {timeout} s")
 
 
 def free_port():
@@ -234,7 +266,12 @@ def start(app, d, oracle, device, env, tdax):
     # docs/policy.md). APP-heirs: under the default
     # policy with U = 35, so that each new rollback journal takes up the
     # upgrade of the one removed before it (docs/policy.md, "Heirs").
+    # APP-bypass: bypass mode under policy always, so that every file the
+    # workload holds alone is promoted after its first sync (its writes are
+    # then records only, docs/durability.md "Bypass mode").
     policy = []
+    if app.endswith("-bypass"):
+        policy, app = ["--mode", "bypass", "--policy", "always"], app.removesuffix("-bypass")
     for name in ("always", "adaptive"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
@@ -391,10 +428,13 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "raw-always": check_raw, "raw-adaptive": check_raw, "sqlite-wal": check_sqlite,
-         "sqlite-delete": check_sqlite, "sqlite-delete-always": check_sqlite,
-         "sqlite-delete-heirs": check_sqlite, "sqlite-delete-adaptive": check_sqlite, "redis": check_redis, "postgres": check_postgres,
+CHECK = {"raw": check_raw, "sqlite": check_sqlite, "redis": check_redis, "postgres": check_postgres,
          "rocksdb": check_rocksdb}
+
+
+def checker(app):
+    """The checker of a line: by the workload its name starts with."""
+    return CHECK[app.split("-")[0]]
 
 
 def round_(app, fault, seed, control, base):
@@ -423,10 +463,18 @@ def round_(app, fault, seed, control, base):
         while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
             time.sleep(0.02)
         time.sleep(rng.uniform(0.2, 1.0))
-        kill_tree(procs)
+        # sigkill-app: `tdax run` lives on (in bypass mode the parent of
+        # the application, cli/supervise.h), and must write what the
+        # application had in the device alone into its files by itself:
+        # the check comes before any `tdax recover`.
+        wait_gone(kill_tree(procs, spare=os.path.realpath(TDAX) if fault == "sigkill-app" else None))
         t0 = time.time()
-        if fault == "sigkill":
-            rec = sh(TDAX, "recover", "--device", device, "--json", check=False)
+        early = checker(app)(d, oracle) if fault == "sigkill-app" else None
+        if fault in ("sigkill", "sigkill-app"):
+            # (After the early check, which may have changed the files --
+            # SQLite removes its WAL at close --, recovery only tidies up.)
+            rec = sh(TDAX, "recover", "--device", device, "--json",
+                     *(["--discard-unmatched"] if early else []), check=False)
             if rec.returncode:  # records left (3) after a kill: say which line and which files
                 raise RuntimeError(f"{app} {fault} seed {seed}: tdax recover exited {rec.returncode}: "
                                    f"{rec.stdout.strip()} {rec.stderr.strip()}")
@@ -440,7 +488,7 @@ def round_(app, fault, seed, control, base):
                 disk.reboot()
             rec = sh(TDAX, "recover", "--device", device, "--power-failure", "--json", check=False)
         recovery = time.time() - t0
-        acked, lost, detail = CHECK[app](d, oracle)
+        acked, lost, detail = early or checker(app)(d, oracle)
         report = json.loads(rec.stdout) if rec.stdout.startswith("{") else {}
         if rec.returncode not in (0, 3):  # 3: some files keep records (renamed or gone)
             lost, detail = lost + 1, f"tdax recover failed ({rec.returncode}): {rec.stderr.strip()} {detail}"
@@ -510,8 +558,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
-                    "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb")
-    ap.add_argument("--faults", default="sigkill,cut-all,cut-random,cut-recovery,cut-full")
+                    "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
+                    "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass")
+    ap.add_argument("--faults", default="sigkill,sigkill-app,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
     ap.add_argument("--jobs", type=int, default=1, help="rounds run at once, each on its own disk and device")

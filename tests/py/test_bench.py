@@ -14,11 +14,12 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
             "--out", out, check=0)
     assert "wal full" in p.stdout
     rows = json.loads((out / "results.json").read_text())["rows"]
-    # wal full and its sync-off reference (the tax row), each without tdax
-    # and under thesis, twice, interleaved
-    assert [(r["config"], r["mode"]) for r in rows][:4] == [
-        ("wal full", "default"), ("wal full", "thesis"), ("wal off", "default"), ("wal off", "thesis")]
-    assert len(rows) == 2 * 4
+    # wal full and its sync-off reference (the tax row), each without tdax,
+    # under thesis and in bypass mode (the default columns), twice, interleaved
+    assert [(r["config"], r["mode"]) for r in rows][:6] == [
+        ("wal full", "default"), ("wal full", "thesis"), ("wal full", "bypass"),
+        ("wal off", "default"), ("wal off", "thesis"), ("wal off", "bypass")]
+    assert len(rows) == 2 * 6
     assert all(r["value"] > 0 for r in rows)
     meta = json.loads((out / "results.json").read_text())
     assert meta["machine"]["kernel"] and meta["ratios"][0]["vs_default"] > 1
@@ -27,8 +28,10 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
     s = (out / "summary.md").read_text()
     assert "| wal full |" in s and "thesis/default" in s
     tax = meta["tax"]
-    assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "thesis")] and tax[0]["ratio"] > 0
-    assert "| wal off |" in s and "thesis/without" in s and "tax:" in p.stdout
+    assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "thesis"), ("wal off", "bypass")]
+    assert all(t["ratio"] > 0 for t in tax)
+    assert "| wal off |" in s and "thesis/without" in s and "bypass/without" in s and "tax:" in p.stdout
+    assert "bypass/default" in s and "bypass/sync off" in s
 
 
 def test_every_suite_of_all_runs_on_a_device_its_user_owns(tmp_path):

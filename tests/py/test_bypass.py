@@ -2,11 +2,13 @@
 go to the device alone and its syncs are a fence; anything that could see
 the kernel's copy -- a read, a stat, another open, the writer's death --
 finds what the application wrote, and nothing acknowledged is lost."""
+import json
 import os
 import random
 import signal
+import time
 
-from conftest import PY, TDAX, info, run, started, tdax_run
+from conftest import PY, TDAX, info, power_cut, run, started, tdax_run
 
 BYPASS = {"TDAX_MODE": "bypass"}
 
@@ -48,27 +50,74 @@ def test_coherent_mode_promotes_nothing(dev, diskdir):
     assert c["promotions"] == 0 and c["deferred_writes"] == 0 and c["light_syncs"] >= 90, c
 
 
-def test_a_dead_writers_bytes_are_in_the_device_and_recovery_writes_them(dev, diskdir):
-    """SIGKILL after acknowledged syncs: the file lacks the deferred bytes
-    (they went to the device alone) until recovery, on the same boot,
-    writes them -- all of them."""
+def test_tdax_run_writes_in_what_its_dead_command_deferred(dev, diskdir):
+    """SIGKILL after acknowledged syncs: tdax run, the command's parent in
+    bypass mode, writes the bytes the command had in the device alone into
+    the file before it returns."""
     f = diskdir / "log"
-    code = APPENDER + "os.kill(os.getpid(), signal.SIGKILL)\n"
-    p = tdax_run(dev, "import signal\n" + code, f, 400, env=BYPASS, check=-signal.SIGKILL)
+    # (It waits for a pass of its write-back thread, which counts its
+    # deferred writes, and does not write them back.)
+    code = "import signal\n" + APPENDER + "time.sleep(0.3); os.kill(os.getpid(), signal.SIGKILL)\n"
+    p = tdax_run(dev, code, f, 400, env=BYPASS, check=-signal.SIGKILL)
     assert "synced 400" in p.stdout
-    want = b"".join(record(i) for i in range(400))
-    assert len(f.read_bytes()) < len(want), "nothing was deferred: the test proves nothing"
+    assert f.read_bytes() == b"".join(record(i) for i in range(400))
+    assert counters(dev)["deferred_writes"] >= 300
+
+
+# The writer kills tdax run (its parent), then itself: nobody is left to
+# write its deferred bytes in.
+BOTH_DIE = "import signal\n" + APPENDER + """
+time.sleep(0.3)  # a pass of its write-back thread counts its deferred writes
+os.kill(os.getppid(), signal.SIGKILL)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def gone_in_the_device(f, n):
+    """The file lacks some of n records: they are in the device alone."""
+    want = b"".join(record(i) for i in range(n))
+    for _ in range(100):  # the writer may still be dying
+        if len(f.read_bytes()) < len(want):
+            return want
+        time.sleep(0.01)
+    raise AssertionError("nothing was deferred: the test proves nothing")
+
+
+def test_a_dead_writers_bytes_are_in_the_device_and_recovery_writes_them(dev, diskdir):
+    """tdax run killed too: the file lacks the deferred bytes until
+    recovery, on the same boot, writes them -- all of them."""
+    f = diskdir / "log"
+    tdax_run(dev, BOTH_DIE, f, 400, env=BYPASS, check=-signal.SIGKILL)
+    want = gone_in_the_device(f, 400)
     r = run(TDAX, "recover", "--device", dev, check=0)
     assert f.read_bytes() == want, r.stdout
 
 
 def test_the_next_process_on_the_device_writes_a_dead_writers_bytes(dev, diskdir):
     f = diskdir / "log"
-    code = "import signal\n" + APPENDER + "os.kill(os.getpid(), signal.SIGKILL)\n"
-    tdax_run(dev, code, f, 200, env=BYPASS, check=-signal.SIGKILL)
+    tdax_run(dev, BOTH_DIE, f, 200, env=BYPASS, check=-signal.SIGKILL)
+    want = gone_in_the_device(f, 200)
+    time.sleep(0.1)  # dead, not dying: its lease is gone
     # Its first write attaches it, which brings the device up to date.
     tdax_run(dev, "import sys; open(sys.argv[1], 'w').write('x')", diskdir / "other", env=BYPASS)
-    assert f.read_bytes() == b"".join(record(i) for i in range(200))
+    assert f.read_bytes() == want
+
+
+def test_a_running_process_on_the_device_writes_a_dead_writers_bytes(dev, diskdir):
+    """A process already attached finds the orphan at its next look (once
+    a second) and writes its bytes in."""
+    f = diskdir / "log"
+    holder = APPENDER + "time.sleep(60)\n"
+    with started(dev, holder, diskdir / "held", 3, env=BYPASS) as p:
+        assert p.stdout.readline().strip() == "synced 3"
+        tdax_run(dev, BOTH_DIE, f, 200, env=BYPASS, check=-signal.SIGKILL)
+        assert counters(dev)["deferred_writes"] >= 150  # (the file may be whole already)
+        want = b"".join(record(i) for i in range(200))
+        for _ in range(100):
+            if f.read_bytes() == want:
+                break
+            time.sleep(0.05)
+        assert f.read_bytes() == want
 
 
 def test_another_process_that_opens_the_file_sees_every_write(dev, diskdir):
@@ -85,16 +134,55 @@ def test_another_process_that_opens_the_file_sees_every_write(dev, diskdir):
     assert c["lease_breaks"] >= 1 and c["deferred_writes"] >= 250, c
 
 
+def test_a_full_log_loses_nothing_in_a_power_cut(device, diskdir):
+    """A promoted file's write that finds the log full goes to the kernel
+    alone (after the file is demoted): the next sync must be real."""
+    run(TDAX, "device", "create", "--device", device, "--size", "8M", check=0)
+    f = diskdir / "big"
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.write(fd, b"@" * 100); os.fdatasync(fd)
+time.sleep(0.1)  # (leases need tdax's write-back thread running)
+for i in range(64):
+    os.write(fd, bytes([65 + i % 26]) * 200000); os.fdatasync(fd)
+print("synced", flush=True)
+time.sleep(0.3)  # (a pass counts)
+os.kill(os.getppid(), 9)  # tdax run: nothing syncs the file for real after the kill
+os.kill(os.getpid(), 9)
+"""
+    assert "synced" in tdax_run(device, code, f, env=BYPASS, check=-signal.SIGKILL).stdout
+    c = counters(device)
+    assert c["promotions"] >= 1 and c["fallback_log_full"] >= 1, c
+    power_cut(device, f)
+    assert f.read_bytes() == b"@" * 100 + b"".join(bytes([65 + i % 26]) * 200000 for i in range(64))
+
+
 # The same random sequence of calls on one file, under bypass mode and
-# without tdax: every result (bytes read, positions, sizes) must be equal.
+# without tdax: every result (bytes read, positions, sizes, a map of the
+# file, what a forked child wrote, what another program reads) must be
+# equal. With a kill step the program SIGKILLs itself there: the file is
+# then compared after `tdax recover`.
 MODEL = r"""
-import os, random, sys
-path, seed = sys.argv[1], int(sys.argv[2])
+import mmap, os, random, signal, subprocess, sys, time
+path, seed, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(seed)
 fd = os.open(path, os.O_RDWR | os.O_CREAT | (os.O_APPEND if seed % 2 else 0), 0o644)
 out = []
 for step in range(400):
-    op = rnd.choice("wwwwwwpsssrRlfSt")
+    if step == kill_at:  # synced writes last: under tdax, in the device alone
+        time.sleep(0.1)  # (leases need tdax's write-back thread running)
+        for _ in range(4):
+            os.write(fd, b"k" * 100)
+            os.fdatasync(fd)
+        print(repr(out), flush=True)
+        if len(sys.argv) > 4:  # tdax run too: nobody writes in what was deferred
+            os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    # (Maps and forks only without a kill: a file once mapped, or a
+    # descriptor open at a fork, is never promoted again, so nothing after
+    # one would be in the device alone.)
+    op = rnd.choice("wwwwwwpsssrRlfSt" + ("" if kill_at >= 0 else "mFo"))
     n = rnd.randrange(1, 300)
     data = bytes([rnd.randrange(256)]) * n
     if op == "w":
@@ -115,6 +203,19 @@ for step in range(400):
         out.append(("S", os.stat(path).st_size))
     elif op == "t" and rnd.random() < 0.2:
         os.ftruncate(fd, rnd.randrange(0, 20000))
+    elif op == "m" and os.fstat(fd).st_size:
+        with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+            out.append(("m", bytes(m)))
+    elif op == "F":  # a child writes through the shared descriptor
+        pid = os.fork()
+        if pid == 0:
+            os.write(fd, data)
+            os.fdatasync(fd)
+            os._exit(0)
+        out.append(("F", os.waitpid(pid, 0)[1], os.lseek(fd, 0, 1)))
+    elif op == "o":  # another program, without tdax, opens and reads it
+        out.append(("o", subprocess.run(["/bin/cat", path], capture_output=True,
+                                        env={"LD_PRELOAD": ""}).stdout))
 out.append(("end", os.lseek(fd, 0, 1), os.fstat(fd).st_size))
 os.close(fd)
 print(repr(out))
@@ -124,14 +225,103 @@ print(repr(out))
 def test_random_calls_give_what_they_give_without_tdax(dev, diskdir):
     for seed in range(6):
         plain, under = diskdir / f"plain{seed}", diskdir / f"under{seed}"
-        want = run(PY, "-c", MODEL, plain, seed, check=0).stdout
-        got = tdax_run(dev, MODEL, under, seed, env=BYPASS).stdout
+        want = run(PY, "-c", MODEL, plain, seed, -1, check=0).stdout
+        got = tdax_run(dev, MODEL, under, seed, -1, env=BYPASS).stdout
         assert got == want, f"seed {seed}"
         assert under.read_bytes() == plain.read_bytes(), f"seed {seed}"
     c = counters(dev)
-    assert c["promotions"] >= 6 and c["deferred_writes"] > 0, c
+    assert c["promotions"] >= 6 and c["deferred_writes"] > 0 and c["lease_breaks"] > 0, c
+
+
+def test_random_calls_then_a_kill_lose_nothing(dev, diskdir):
+    """The writer dies at a random step: what it wrote (all of it reached
+    the page cache without tdax) is in the file when tdax run returns; or,
+    with tdax run killed too, once recovery has run."""
+    deferred = 0
+    for seed in range(6, 14):
+        kill_at = random.Random(seed).randrange(50, 400)
+        both = ["parent"] if seed % 2 else []
+        plain, under = diskdir / f"plain{seed}", diskdir / f"under{seed}"
+        want = run(PY, "-c", MODEL, plain, seed, kill_at, check=-signal.SIGKILL).stdout
+        got = tdax_run(dev, MODEL, under, seed, kill_at, *both, env=BYPASS, check=-signal.SIGKILL).stdout
+        assert got == want, f"seed {seed}"
+        if both:
+            time.sleep(0.1)  # dead, not dying
+            deferred += under.read_bytes() != plain.read_bytes()
+            run(TDAX, "recover", "--device", dev, check=0)
+        assert under.read_bytes() == plain.read_bytes(), f"seed {seed}"
+    assert deferred, "no kill left deferred bytes behind: the test proves nothing"
 
 
 def test_unknown_mode_is_refused():
     p = run(TDAX, "run", "--mode", "direct", "--", "true")
     assert p.returncode == 2 and "unknown mode 'direct' (coherent, bypass)" in p.stderr, p.stderr
+
+
+# ---- tdax run stays the command's parent in bypass mode (cli/supervise.h) ----
+
+def test_tdax_run_ends_with_the_commands_status(dev):
+    assert run(TDAX, "run", "--device", dev, "--mode", "bypass", "--", "sh", "-c", "exit 7").returncode == 7
+    p = run(TDAX, "run", "--device", dev, "--mode", "bypass", "--", "/nonexistent/cmd")
+    assert p.returncode == 127 and "cannot run /nonexistent/cmd" in p.stderr
+
+
+def test_a_signal_sent_to_tdax_run_reaches_the_command(dev):
+    code = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *a: (print("got TERM", flush=True), sys.exit(3)))
+print("ready", flush=True)
+time.sleep(30)
+"""
+    with started(dev, code, env=BYPASS) as p:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 3
+        assert p.stdout.readline().strip() == "got TERM"
+
+
+def test_a_daemon_of_the_command_is_reaped_and_its_deferred_bytes_written(dev, diskdir):
+    """The command starts a daemon (double fork, new session) and exits;
+    the daemon writes, syncs, and is killed. tdax run, its subreaper, waits
+    for it and writes what it deferred into the file before it returns."""
+    f = diskdir / "log"
+    code = "import signal\n" + r"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(0.2)  # the command has exited: the daemon's parent is tdax run
+        fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for i in range(300):
+            os.write(fd, b"%06d-%s\n" % (i, b"x" * 57))
+            os.fdatasync(fd)
+            if i == 0:
+                time.sleep(0.1)
+        time.sleep(0.3)  # a pass counts its deferred writes
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0)
+os.wait()
+print("command done", flush=True)
+"""
+    p = tdax_run(dev, code, f, env=BYPASS, check=0)
+    assert "command done" in p.stdout
+    assert f.read_bytes() == b"".join(record(i) for i in range(300))
+    assert counters(dev)["deferred_writes"] >= 250
+
+
+def test_status_names_a_promoted_file_and_its_process(dev, diskdir):
+    f = diskdir / "log"
+    holder = APPENDER + "print(os.getpid(), flush=True)\ntime.sleep(60)\n"
+    with started(dev, holder, f, 50, env=BYPASS) as p:
+        assert p.stdout.readline().strip() == "synced 50"
+        pid = int(p.stdout.readline())
+        st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+        mine = [x for x in st["files"] if x["path"] == str(f)]
+        assert mine and mine[0]["mode"] == "bypass" and mine[0]["promoted_by"] == pid, st["files"]
+        assert mine[0]["logged_bytes"] >= 40 * 64
+        text = run(TDAX, "status", "--device", dev, check=0).stdout
+        assert f"{f}  [bypass: promoted by pid {pid}," in text, text
+    # Killed with it promoted: recovery writes it in, and it is coherent again.
+    run(TDAX, "recover", "--device", dev, check=0)
+    st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+    assert all(x["mode"] == "coherent" and x["promoted_by"] == 0 for x in st["files"]), st["files"]

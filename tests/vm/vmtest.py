@@ -257,7 +257,8 @@ def scenario(name, cuts, seed, vmlinux, initrd):
     for i, step in enumerate(plan):
         args = {"mem": mem, "backend": backend, "first": int(i == 0), "check": int(i > 0),
                 "run": int(step != "final"), "lie": int(step == "control"),
-                "policy": "thesis" if i % 2 and step == "cut" else "always"}  # tracked ranges, or every one
+                "policy": "thesis" if i % 2 and step == "cut" else "always",  # tracked ranges, or every one
+                "mode": "bypass" if i in (2, 4) and step == "cut" else "coherent"}  # promoted files too
         cut_after = rng.uniform(0.2, 2.0) if step != "final" else None
         t0 = time.time()
         lines, how = boot(d, mem, vmlinux, initrd, args, cut_after)
