@@ -7,7 +7,11 @@ by side in one run (issue #3's targets):
     tdax, and synchronous=OFF;
   * the hot path budget: what tdax adds to the real write of a logged
     append (its write time less the bare write's, both medians), and what
-    a lightweight sync costs.
+    a lightweight sync costs;
+  * bypass mode (issue #19): the same append loop with its file promoted
+    (target: >= 2x the no-sync loop without tdax, a sync <= 200 ns), and
+    how long another program's open() of a file tdax holds waits
+    (bench/lease_break.py; target: median <= 5 ms, at most 50 ms).
 
 Configurations run interleaved and repeated; medians and ratios are
 printed, and the median latency of one lightweight append+sync.
@@ -15,9 +19,13 @@ printed, and the median latency of one lightweight append+sync.
 usage: runtime_bench.py [--repeat N] [--seconds S] [--count N]
 """
 import argparse
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,6 +33,7 @@ from tdaxbench.compare import PY, ROOT, fresh_device, measure, report, under_tda
 
 APPEND = str(ROOT / "build" / "bin" / "tdax-appendloop")
 SQLITE = str(ROOT / "bench" / "sqlite_tx.py")
+LEASE_BREAK = str(ROOT / "bench" / "lease_break.py")
 
 
 def main():
@@ -39,13 +48,17 @@ def main():
         def loop(extra, tdax=False, count=a.count):
             def argv(d):
                 cmd = [APPEND, os.path.join(d, "log"), "--size", "128", "--count", str(count)] + extra
-                return under_tdax(cmd, dev, a.policy) if tdax else cmd
+                return under_tdax(cmd, dev, tdax if isinstance(tdax, str) else a.policy) if tdax else cmd
             return argv
         rates = measure([("default (fdatasync)", loop([], count=max(200, a.count // 100))),
                          ("tdax (fdatasync)", loop([], tdax=True)),
+                         ("tdax bypass (fdatasync)", loop([], tdax="bypass")),
                          ("no sync", loop(["--nosync"]))], a.repeat, "ops_per_s")
         report("128 B append + fdatasync, ops/s", rates, "ops/s", "tdax (fdatasync)",
                ["default (fdatasync)", "no sync"])
+        med = {n: statistics.median(v) for n, v in rates.items()}
+        print(f"  tdax bypass (fdatasync) / no sync: {med['tdax bypass (fdatasync)'] / med['no sync']:.2f}x "
+              f"(target 2x)")
         lat = measure([("tdax", loop([], tdax=True))], a.repeat, "median_ns")["tdax"]
         sync = measure([("tdax", loop([], tdax=True))], a.repeat, "sync_median_ns")["tdax"]
         bare = measure([("write", loop(["--nosync"]))], a.repeat, "median_ns")["write"]
@@ -56,6 +69,10 @@ def main():
         # of a logged append, and what a lightweight sync costs.
         print(f"  hot path budget: a logged write adds {lat - sync - bare:,.0f} ns to the bare "
               f"write's {bare:,.0f} ns (budget 300); a lightweight sync {sync:,.0f} ns (budget 500)")
+        bsync = statistics.median(measure([("bypass", loop([], tdax="bypass"))], a.repeat,
+                                          "sync_median_ns")["bypass"])
+        print(f"  bypass mode: a sync of a promoted file {bsync:,.0f} ns (target 200)")
+        lease_breaks(dev, a.repeat)
 
         def sq(sync, tdax=False):
             def argv(d):
@@ -68,6 +85,30 @@ def main():
                ["default (FULL)", "synchronous=OFF"])
     finally:
         os.unlink(dev)
+
+
+def lease_breaks(dev, repeat):
+    """Another program's open() of a file a writer under tdax holds, in
+    each mode (bench/lease_break.py): medians of the runs' medians, the
+    worst of their maxima."""
+    print("\nopen() of a file another process writes and syncs under tdax, ms")
+    runs = {m: [] for m in ("none", "coherent", "bypass")}
+    for _ in range(repeat):
+        for m in runs:
+            d = tempfile.mkdtemp(prefix="tdax-bench-", dir="/var/tmp")
+            try:
+                out = subprocess.run([PY, LEASE_BREAK, dev, os.path.join(d, "log"), m, "--count", "20"],
+                                     capture_output=True, text=True, check=True, timeout=300).stdout
+                runs[m].append(json.loads(out.strip().splitlines()[-1]))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    for m, rs in runs.items():
+        label = {"none": "without tdax", "coherent": "coherent (lease)", "bypass": "bypass (promoted)"}[m]
+        print(f"  {label:<18}  median {statistics.median(r['median_ms'] for r in rs):7.3f}  "
+              f"p90 {statistics.median(r['p90_ms'] for r in rs):7.3f}  max {max(r['max_ms'] for r in rs):7.3f}"
+              f"  (leases broken: {sum(r['breaks'] for r in rs)} of {sum(r['opens'] for r in rs)} opens; "
+              f"opens that missed acknowledged bytes: {sum(r['short'] for r in rs)})")
+    print("  target in bypass mode: median <= 5 ms, max <= 50 ms")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import tempfile
 
-from .env import ROOT, TDAX, fresh_device
+from .env import ROOT, TDAX, fresh_device, tdax_prefix
 
 __all__ = ["PY", "ROOT", "TDAX", "fresh_device", "measure", "report", "under_tdax"]
 
@@ -21,7 +21,8 @@ PY = str(ROOT / "build" / "venv" / "bin" / "python")
 
 
 def under_tdax(argv, device, policy="thesis"):
-    return [str(TDAX), "run", "--quiet", "--device", device, "--policy", policy, "--"] + argv
+    """argv under `tdax run` with a column of env.COLUMNS (a policy, or bypass)."""
+    return tdax_prefix(policy, device) + argv
 
 
 def measure(configs, repeat, rate_key, workdir_prefix="tdax-bench-"):

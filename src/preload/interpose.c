@@ -70,6 +70,9 @@ static bool takes_mode(int flags)
  */
 static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 {
+	/* Another open of a file this process has promoted would break its
+	 * own lease and wait for the write-back thread: demoted here first. */
+	tdax_promoted_settle_at(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
 	struct tdax_names_trunc trunc = { .fd = -1 };
 	struct tdax_dir_look dir;
 	if (flags & O_CREAT)
@@ -444,6 +447,7 @@ static void stdio_on(FILE *f, const char *mode)
 
 EXPORT FILE *fopen(const char *path, const char *mode)
 {
+	tdax_promoted_settle_at(AT_FDCWD, path, 0); /* as do_open */
 	FILE *f = TDAX_REAL(fopen)(path, mode);
 	if (f)
 		tdax_fd_forget(fileno(f)); /* a new descriptor: whatever the number was, it is this */

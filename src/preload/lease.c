@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "preload/lease.h"
+#include "preload/wake.h"
 #include "core/sys.h"
 #include "preload/mode.h"
 #include "core/testaid.h"
@@ -169,6 +170,7 @@ static void on_break(int sig, siginfo_t *si, void *uc)
 				int none = 0;
 				if (atomic_compare_exchange_strong(&breaking[i], &none, fd + 1)) {
 					tdax_count(TDAX_ST_LEASE_BREAKS, 1);
+					tdax_wake(); /* a pass now, not at the next interval */
 					errno = saved;
 					return;
 				}

@@ -325,3 +325,18 @@ def test_status_names_a_promoted_file_and_its_process(dev, diskdir):
     run(TDAX, "recover", "--device", dev, check=0)
     st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
     assert all(x["mode"] == "coherent" and x["promoted_by"] == 0 for x in st["files"]), st["files"]
+
+
+def test_the_writers_own_second_open_sees_every_write(dev, diskdir):
+    """An open by the process itself: the file is demoted first (on the
+    opening thread; the open then breaks a coherent lease only)."""
+    f = diskdir / "log"
+    code = APPENDER + """
+with open(sys.argv[1], "rb") as r:
+    got = r.read()
+print("same" if got == b"".join(b"%06d-%s\\n" % (i, b"x" * 57) for i in range(n)) else "DIFFERENT")
+"""
+    out = tdax_run(dev, code, f, 300, env=BYPASS).stdout
+    assert "same" in out, out
+    c = counters(dev)
+    assert c["promotions"] >= 1 and c["deferred_writes"] >= 250 and c["demotions"] >= 1, c
