@@ -264,7 +264,7 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 }
 
 static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_t fgen, uint64_t off,
-		  const void *data, uint32_t len, uint64_t *seq)
+		  const void *data, uint32_t len, uint64_t *seq, const void **where)
 {
 	if (len > tdax_log_max_len(dev))
 		return -EFBIG;
@@ -298,19 +298,27 @@ static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_
 	atomic_store(&s->tail, mine.tail);
 	tdax_drain(dev, len);
 	*seq = h.seq;
+	if (where)
+		*where = at + sizeof(h);
 	return 0;
 }
 
 int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
 		    const void *data, uint32_t len, uint64_t *seq)
 {
-	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq);
+	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq, NULL);
+}
+
+int tdax_log_append_at(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
+		       const void *data, uint32_t len, uint64_t *seq, const void **where)
+{
+	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq, where);
 }
 
 int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,
 		      uint64_t *seq)
 {
-	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq);
+	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq, NULL);
 }
 
 int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *from,
@@ -322,7 +330,7 @@ int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 		return -EINVAL;
 	memcpy(names, from, a + 1);
 	memcpy(names + a + 1, to, b + 1);
-	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq);
+	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq, NULL);
 }
 
 int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *path,
@@ -331,14 +339,14 @@ int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 	size_t n = strlen(path);
 	if (n >= TDAX_FILE_PATH_MAX)
 		return -EINVAL;
-	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq);
+	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq, NULL);
 }
 
 int tdax_log_fallocate(struct tdax_device *dev, uint32_t file, uint32_t fgen, int mode, uint64_t off,
 		       uint64_t len, uint64_t *seq)
 {
 	struct tdax_rec_falloc a = { .len = len, .mode = (uint32_t)mode };
-	return append(dev, TDAX_REC_FALLOCATE, file, fgen, off, &a, sizeof(a), seq);
+	return append(dev, TDAX_REC_FALLOCATE, file, fgen, off, &a, sizeof(a), seq, NULL);
 }
 
 const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data)

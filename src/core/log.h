@@ -126,6 +126,12 @@ uint32_t tdax_log_max_len(const struct tdax_device *dev);
 int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
 		    const void *data, uint32_t len, uint64_t *seq);
 
+/* tdax_log_append, and where the record's bytes now lie in the device
+ * (*where; valid until the record is released): bypass mode writes a
+ * promoted file's bytes in from there, without a scan of the log. */
+int tdax_log_append_at(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
+		       const void *data, uint32_t len, uint64_t *seq, const void **where);
+
 /* Append a truncate of (file, fgen) to size, persistent on return; returns
  * as tdax_log_append. */
 int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,

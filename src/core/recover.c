@@ -734,11 +734,10 @@ void tdax_recover_report_free(struct tdax_recover_report *rep)
 
 int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd)
 {
-	/* Through an O_APPEND descriptor (the application's) Linux would put
-	 * every record at the end, whatever its offset: off while replaying
-	 * (the caller keeps other writers of the open file out meanwhile). */
-	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
-	if (fl >= 0 && (fl & O_APPEND) && tdax_syscall(SYS_fcntl, fd, F_SETFL, fl & ~O_APPEND) != 0)
+	/* Through an O_APPEND descriptor (the application's): lifted while
+	 * replaying (util.h). */
+	int lifted = tdax_append_lift(fd);
+	if (lifted < 0)
 		return -1;
 	struct collect c = { .dev = dev, .only_file = idx };
 	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c });
@@ -750,10 +749,8 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 			rc = apply(fd, &c.v[i]);
 	}
 	free(c.v);
-	int err = errno;
-	if (fl >= 0 && (fl & O_APPEND))
-		tdax_syscall(SYS_fcntl, fd, F_SETFL, fl);
-	errno = err;
+	if (lifted)
+		tdax_append_restore(fd);
 	return rc;
 }
 

@@ -192,6 +192,25 @@ bool tdax_task_alive(uint32_t pid, uint32_t tid)
 	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
 }
 
+int tdax_append_lift(int fd)
+{
+	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	if (!(fl & O_APPEND))
+		return 0;
+	return tdax_syscall(SYS_fcntl, fd, F_SETFL, fl & ~O_APPEND) == 0 ? 1 : -1;
+}
+
+void tdax_append_restore(int fd)
+{
+	int e = errno;
+	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
+	if (fl >= 0)
+		tdax_syscall(SYS_fcntl, fd, F_SETFL, fl | O_APPEND);
+	errno = e;
+}
+
 bool tdax_pid_alive(uint32_t pid)
 {
 	return tdax_task_alive(pid, pid);

@@ -62,6 +62,8 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, idx) ||
 	    !tdax_lease_check(fd, rt))
 		return;
+	if (!tdax_promoted_ready(b))
+		return;
 	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
 	uint64_t size;
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
@@ -121,7 +123,7 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 	uint32_t epoch = b->epoch;
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */
 	tdax_tracking_write(idx, e->gen, at, len);
-	if (!tdax_coherent_log_only(e, at, iov, n, len)) {
+	if (!tdax_coherent_log_only(e, at, iov, n, len, tdax_promoted_note, b)) {
 		/* The log is full: the file's records go into it, then this
 		 * write, which no record covers -- the next sync is real. */
 		if (b->fd >= 0)
@@ -148,8 +150,11 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	tdax_promoted_lock(b);
 	ssize_t r;
 	const struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
+	/* (Room for its notes: past them the file is demoted, written in
+	 * from its notes, and promoted again at its next sync.) */
 	if (b->fd == fd && !(rwf & ~DEFERRABLE) &&
-	    (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed))) {
+	    (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed)) &&
+	    tdax_promoted_room(b, (uint32_t)(tdax_iov_bytes(iov, n) / TDAX_COHERENT_CHUNK) + 2)) {
 		r = deferred(b, fd, e, iov, n, off, rwf);
 	} else {
 		if (b->fd >= 0)

@@ -22,8 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* One record carries at most this much; larger writes become several. */
-#define CHUNK (256u << 10)
 
 void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
 {
@@ -33,9 +31,10 @@ void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
 	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 }
 
-/* Log r bytes of iov at off; false if any part could not be logged. */
+/* Log r bytes of iov at off (note: told where each record went, or
+ * NULL); false if any part could not be logged. */
 static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
-		    size_t r)
+		    size_t r, tdax_rec_note_fn *note, void *ctx)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	for (int i = 0; i < iovcnt && r > 0; i++) {
@@ -43,10 +42,13 @@ static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec
 		size_t n = iov[i].iov_len < r ? iov[i].iov_len : r;
 		r -= n;
 		while (n > 0) {
-			uint32_t c = n < CHUNK ? (uint32_t)n : CHUNK;
+			uint32_t c = n < TDAX_COHERENT_CHUNK ? (uint32_t)n : TDAX_COHERENT_CHUNK;
 			uint64_t seq;
-			if (tdax_log_append(dev, idx, gen, off, p, c, &seq) != 0)
+			const void *where;
+			if (tdax_log_append_at(dev, idx, gen, off, p, c, &seq, &where) != 0)
 				return false;
+			if (note)
+				note(ctx, seq, off, where, c);
 			p += c;
 			off += c;
 			n -= c;
@@ -117,7 +119,7 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	else if (tdax_rt.test_lie)
 		; /* positive control for the crash tests: claim coverage, log nothing */
 #endif
-	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r))
+	else if (!log_iov(idx, e->gen, off, iov, iovcnt, r, NULL, NULL))
 		why = TDAX_FB_LOG_FULL;
 	if (iov)
 		tdax_atomic_max(&rt->size_seen, off + r);
@@ -138,10 +140,10 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 }
 
 bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
-			    size_t r)
+			    size_t r, tdax_rec_note_fn *note, void *ctx)
 {
 	uint32_t idx = e->file_plus1 - 1;
-	bool ok = log_iov(idx, e->gen, off, iov, iovcnt, r);
+	bool ok = log_iov(idx, e->gen, off, iov, iovcnt, r, note, ctx);
 	has_records(idx);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);

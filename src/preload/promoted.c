@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -83,11 +85,113 @@ struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e)
  * A failure to write them keeps them (rt.rewrite: every checkpoint tries
  * again) and is the next sync's error, as a failed write-back is.
  */
+bool tdax_promoted_ready(struct tdax_promoted *b)
+{
+	if (!b->notes) {
+		void *m = tdax_sys_mmap(NULL, TDAX_PROMOTED_NOTES * sizeof(*b->notes), PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return false;
+		b->notes = m;
+	}
+	atomic_store(&b->nnotes, 0);
+	atomic_store(&b->lost, false);
+	return true;
+}
+
+/* Reserved first, filled, then published by its data pointer: a demotion
+ * from a signal handler inside skips a note not yet whole (its write,
+ * seeing the epoch move, puts its bytes in the file itself, bypass.c). */
+void tdax_promoted_note(void *ctx, uint64_t seq, uint64_t off, const void *data, uint32_t len)
+{
+	struct tdax_promoted *b = ctx;
+	uint32_t i = atomic_fetch_add(&b->nnotes, 1);
+	if (i >= TDAX_PROMOTED_NOTES || !b->notes) {
+		atomic_store(&b->lost, true);
+		return;
+	}
+	b->notes[i].seq = seq;
+	b->notes[i].off = off;
+	b->notes[i].len = len;
+	__atomic_store_n(&b->notes[i].data, data, __ATOMIC_RELEASE);
+}
+
+/* All of iov[0..n) at off through fd, however many calls it takes. */
+static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t w = tdax_syscall(SYS_pwritev, fd, iov, n, (long)off, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w == 0 ? (errno = EIO, -1) : -1;
+		off += (uint64_t)w;
+		for (; n > 0 && (size_t)w >= iov->iov_len; n--, iov++)
+			w -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/* Records written together: what one pwritev takes (4 KiB of stack, which
+ * a signal handler's may have to spare). */
+#define BATCH 256
+
+/*
+ * The bytes of b's deferred records into the file through fd, in the order
+ * they were written, contiguous ones in one pwritev (an append stream: 256
+ * records a call); with a scan of the log only if a note was missed. Only
+ * these: what the file's records from before its promotion say, the page
+ * cache has (no promotion while a write was uncovered).
+ */
+static int write_in(struct tdax_promoted *b, uint32_t idx, int fd)
+{
+	uint32_t n = atomic_load(&b->nnotes);
+	if (atomic_load(&b->lost) || n > TDAX_PROMOTED_NOTES || !b->notes)
+		return tdax_replay_file(tdax_rt.dev, idx, b->gen, fd);
+	struct tdax_deferred *v = b->notes;
+	/* By number: a signal handler's write may have noted itself inside
+	 * another's. Nearly sorted, so an insertion sort. */
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && v[j - 1].seq > v[j].seq; j--) {
+			struct tdax_deferred t = v[j - 1];
+			v[j - 1] = v[j];
+			v[j] = t;
+		}
+	int lifted = tdax_append_lift(fd);
+	if (lifted < 0)
+		return -1;
+	struct iovec iov[BATCH];
+	int cnt = 0, rc = 0;
+	uint64_t start = 0, next = 0;
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		const void *d = __atomic_load_n(&v[i].data, __ATOMIC_ACQUIRE);
+		if (!d)
+			continue;
+		if (cnt && (v[i].off != next || cnt == BATCH)) {
+			rc = pwritev_all(fd, iov, cnt, start);
+			cnt = 0;
+		}
+		if (!cnt)
+			start = v[i].off;
+		iov[cnt++] = (struct iovec){ (void *)d, v[i].len };
+		next = v[i].off + v[i].len;
+	}
+	if (rc == 0 && cnt)
+		rc = pwritev_all(fd, iov, cnt, start);
+	if (lifted)
+		tdax_append_restore(fd);
+	return rc;
+}
+
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	int use = fd_here >= 0 ? fd_here : tdax_lease_reach(b->fd);
-	int rc = use < 0 ? -1 : tdax_replay_file(tdax_rt.dev, idx, b->gen, use);
+	int rc = use < 0 ? -1 : write_in(b, idx, use);
 	int err = use < 0 ? EBADF : errno;
 	if (use >= 0 && tdax_syscall(SYS_lseek, use, (off_t)atomic_load(&b->pos), SEEK_SET) < 0 && rc == 0) {
 		rc = -1;
@@ -108,6 +212,11 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here)
 		tdax_trace_event(TDAX_TR_META, idx, 0, 0, TDAX_FB_NONE);
 	b->fd = -1;
 	b->epoch++;
+	/* The notes start empty at the next promotion: a reserved note is
+	 * whole only once its data pointer is set. */
+	uint32_t n = atomic_load(&b->nnotes);
+	for (uint32_t i = 0; b->notes && i < n && i < TDAX_PROMOTED_NOTES; i++)
+		__atomic_store_n(&b->notes[i].data, NULL, __ATOMIC_RELAXED);
 	atomic_fetch_sub(&tdax_fds_promoted, 1);
 	tdax_count(TDAX_ST_DEMOTIONS, 1);
 	return rc;

@@ -38,9 +38,24 @@
 
 #include "preload/fdtable.h"
 
+/* Where one deferred record's bytes lie in the device (data: NULL until
+ * the note is complete). */
+struct tdax_deferred {
+	uint64_t seq, off;
+	uint32_t len;
+	const void *data; /* stored last (release), read first (acquire) */
+};
+
+/* The notes a promoted file keeps (8 MiB of address space, touched as
+ * used): past them a write demotes the file first, so that a demotion
+ * never needs a scan of the whole log. */
+#define TDAX_PROMOTED_NOTES (1u << 18)
+
 /* A file of this process, by entry index: its lock (recursive: a signal
  * handler may call in while its thread is inside), and while promoted its
- * descriptor, position and size, which are tdax's until demotion. */
+ * descriptor, position and size, which are tdax's until demotion, and
+ * where its deferred records are (demotion writes them in from there; a
+ * scan of the log only if a note was missed: `lost`). */
 struct tdax_promoted {
 	_Atomic uint64_t owner; /* the lock: the holding thread's id, 0 free */
 	uint32_t depth;         /* the holder's nesting */
@@ -51,7 +66,22 @@ struct tdax_promoted {
 	bool append;            /* the open file has O_APPEND */
 	_Atomic uint64_t pos;   /* promoted: the open file's position */
 	_Atomic uint64_t size;  /* promoted: the file's size */
+	struct tdax_deferred *notes;  /* mapped at the first promotion */
+	_Atomic uint32_t nnotes;
+	_Atomic bool lost;
 };
+
+/* Promote: b (locked) gets its notes; false if they cannot be mapped. */
+bool tdax_promoted_ready(struct tdax_promoted *b);
+
+/* Note a deferred record of b (a tdax_rec_note_fn; ctx is b). */
+void tdax_promoted_note(void *ctx, uint64_t seq, uint64_t off, const void *data, uint32_t len);
+
+/* Room for n more notes? */
+static inline bool tdax_promoted_room(const struct tdax_promoted *b, uint32_t n)
+{
+	return atomic_load_explicit(&b->nnotes, memory_order_relaxed) + n <= TDAX_PROMOTED_NOTES;
+}
 
 /* The file of a managed descriptor's entry, or NULL (no entry yet, or
  * not bypass mode). */

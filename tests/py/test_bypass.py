@@ -340,3 +340,19 @@ print("same" if got == b"".join(b"%06d-%s\\n" % (i, b"x" * 57) for i in range(n)
     assert "same" in out, out
     c = counters(dev)
     assert c["promotions"] >= 1 and c["deferred_writes"] >= 250 and c["demotions"] >= 1, c
+
+
+def test_more_deferred_writes_than_notes_demote_and_lose_nothing(dev, diskdir):
+    """A promoted file notes where each deferred record lies (demotion
+    writes them in from there); past its notes (2^18) the file is demoted
+    and promoted again at its next sync. Then tdax run is killed with the
+    writer, and recovery must find every record."""
+    f = diskdir / "log"
+    n = (1 << 18) + 5000
+    tdax_run(dev, BOTH_DIE, f, n, env=dict(BYPASS, TDAX_WB_BYTES="1T"), check=-signal.SIGKILL)
+    c = counters(dev)
+    assert c["promotions"] >= 2 and c["demotions"] >= 1 and c["deferred_writes"] >= n - 10, c
+    want = gone_in_the_device(f, n)
+    time.sleep(0.1)
+    run(TDAX, "recover", "--device", dev, check=0)
+    assert f.read_bytes() == want
