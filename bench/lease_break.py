@@ -52,7 +52,7 @@ def main():
     ap.add_argument("mode", choices=["coherent", "bypass", "none"])
     ap.add_argument("--count", type=int, default=50)
     a = ap.parse_args()
-    pre = [] if a.mode == "none" else tdax_prefix("bypass" if a.mode == "bypass" else "always", a.device)
+    pre = [] if a.mode == "none" else tdax_prefix("bypass-always" if a.mode == "bypass" else "always", a.device)
     w = subprocess.Popen(pre + [sys.executable, "-c", WRITER, a.file], stdout=subprocess.PIPE,
                          env=dict(os.environ, TDAX_QUIET="1"), start_new_session=True)
     breaks0 = info(a.device)["counters"]["lease_breaks"] if pre else 0

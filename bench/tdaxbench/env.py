@@ -20,8 +20,8 @@ _servers = set()  # Popen objects still running, stopped on exit or Ctrl-C
 
 
 # The tdax configurations a bench column may name: a policy in coherent
-# mode, or bypass mode ("bypass": under policy always, which promotes every
-# file that can be leased; "bypass-POLICY" under another).
+# mode, or bypass mode ("bypass": under the default policy, thesis, as
+# `tdax run --mode bypass` runs; "bypass-POLICY" under another).
 POLICIES = ("thesis", "adaptive", "always", "never")
 COLUMNS = POLICIES + ("bypass",) + tuple(f"bypass-{p}" for p in POLICIES)
 
@@ -31,7 +31,7 @@ def tdax_prefix(mode, device, user=None):
     a column of COLUMNS under `tdax run` with that policy and mode."""
     mode_args = []
     if mode.startswith("bypass"):
-        mode_args, mode = ["--mode", "bypass"], mode.partition("-")[2] or "always"
+        mode_args, mode = ["--mode", "bypass"], mode.partition("-")[2] or "thesis"
     pre = [] if mode == "default" else [str(TDAX), "run", "--quiet", "--device", device, *mode_args,
                                         "--policy", mode, "--"]
     if user:
