@@ -135,9 +135,16 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	printf("leases: %llu taken (syncs then need no look at the file), %llu broken by another "
 	       "open\n", (unsigned long long)atomic_load(&c[TDAX_ST_LEASES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LEASE_BREAKS]));
-	printf("bypass: %llu promotions, %llu demotions, %llu writes to the device alone\n",
+	printf("bypass: %llu promotions, %llu demotions (%llu seen in the process, %llu opened "
+	       "elsewhere, %llu write-back, %llu full, %llu kernel calls), %llu writes to the device "
+	       "alone\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PROMOTIONS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTIONS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_SEEN]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_OPENED]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_WRITEBACK]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_FULL]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_KERNEL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]));
 	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),

@@ -21,7 +21,8 @@ const char *tdax_stat_name(enum tdax_stat s)
 		"checkpoints", "sync_errors", "upgrades", "downgrades", "logged_truncates", "logged_renames",
 		"logged_creates", "logged_fallocates", "dir_syncs", "light_dir_syncs", "leases",
 		"lease_breaks", "upgrade_wait_ns", "upgrades_timed", "downgrade_wait_ns",
-		"downgrades_timed", "promotions", "demotions", "deferred_writes",
+		"downgrades_timed", "promotions", "demotions", "deferred_writes", "demoted_seen",
+		"demoted_opened", "demoted_writeback", "demoted_full", "demoted_kernel",
 	};
 	return s < TDAX_ST_FALLBACK0 ? names[s] : tdax_fallback_name((enum tdax_fallback)(s - TDAX_ST_FALLBACK0));
 }

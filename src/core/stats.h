@@ -56,6 +56,12 @@ enum tdax_stat {
 	TDAX_ST_PROMOTIONS,      /* files promoted (bypass mode: writes to the device alone) */
 	TDAX_ST_DEMOTIONS,       /* promoted files written back and made coherent again */
 	TDAX_ST_DEFERRED_WRITES, /* writes of promoted files: to the device, not the kernel */
+	/* Demotions by why (they sum to TDAX_ST_DEMOTIONS): */
+	TDAX_ST_DEMOTED_SEEN,    /* read, stat'ed, mapped, copied, closed, dup'ed or handed on in its process */
+	TDAX_ST_DEMOTED_OPENED,  /* another open of the file broke its lease */
+	TDAX_ST_DEMOTED_WRITEBACK, /* a checkpoint of the write-back */
+	TDAX_ST_DEMOTED_FULL,    /* no room in the log or in its notes */
+	TDAX_ST_DEMOTED_KERNEL,  /* a call only the kernel answers: a real sync, truncate, fallocate, ... */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
 };

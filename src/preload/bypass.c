@@ -127,7 +127,7 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 		/* The log is full: the file's records go into it, then this
 		 * write, which no record covers -- the next sync is real. */
 		if (b->fd >= 0)
-			tdax_promoted_demote(b, idx, -1);
+			tdax_promoted_demote(b, idx, -1, TDAX_ST_DEMOTED_FULL);
 		ssize_t w = TDAX_REAL(pwritev)(fd, iov, n, (off_t)at);
 		int err = errno;
 		tdax_coherent_uncover(idx, TDAX_FB_LOG_FULL);
@@ -158,7 +158,9 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 		r = deferred(b, fd, e, iov, n, off, rwf);
 	} else {
 		if (b->fd >= 0)
-			tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+			tdax_promoted_demote(b, e->file_plus1 - 1, -1,
+					     b->fd == fd && !(rwf & ~DEFERRABLE) ? TDAX_ST_DEMOTED_FULL
+										  : TDAX_ST_DEMOTED_KERNEL);
 		r = tdax_coherent_write(fd, e, iov, n, off, rwf);
 	}
 	int err = errno;
@@ -196,7 +198,7 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 		return 0;
 	}
 	if (b->fd >= 0)
-		tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+		tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_KERNEL);
 	b->syncs++;
 	tdax_promoted_unlock(b);
 	int r = tdax_coherent_mode.sync(fd, e, datasync);
@@ -219,7 +221,7 @@ static int ftruncate_(int fd, const struct tdax_fd *e, off_t len)
 		return tdax_coherent_ftruncate(fd, e, len);
 	tdax_promoted_lock(b);
 	if (b->fd >= 0)
-		tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+		tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_KERNEL);
 	int r = tdax_coherent_ftruncate(fd, e, len);
 	int err = errno;
 	tdax_promoted_unlock(b);
@@ -234,7 +236,7 @@ static int fallocate_(int fd, const struct tdax_fd *e, int mode, off_t off, off_
 		return tdax_coherent_fallocate(fd, e, mode, off, len);
 	tdax_promoted_lock(b);
 	if (b->fd >= 0)
-		tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+		tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_KERNEL);
 	int r = tdax_coherent_fallocate(fd, e, mode, off, len);
 	int err = errno;
 	tdax_promoted_unlock(b);
@@ -254,7 +256,7 @@ static void lost_sight(int fd, const struct tdax_fd *e, enum tdax_fallback why)
 	if (b) {
 		tdax_promoted_lock(b);
 		if (b->fd >= 0)
-			tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+			tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_KERNEL);
 		b->syncs++; /* (it checkpoints) */
 		tdax_promoted_unlock(b);
 	}

@@ -187,7 +187,7 @@ static int write_in(struct tdax_promoted *b, uint32_t idx, int fd)
 	return rc;
 }
 
-int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here)
+int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	int use = fd_here >= 0 ? fd_here : tdax_lease_reach(b->fd);
@@ -219,6 +219,7 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here)
 		__atomic_store_n(&b->notes[i].data, NULL, __ATOMIC_RELAXED);
 	atomic_fetch_sub(&tdax_fds_promoted, 1);
 	tdax_count(TDAX_ST_DEMOTIONS, 1);
+	tdax_count(why, 1);
 	return rc;
 }
 
@@ -226,7 +227,7 @@ static void settle(struct tdax_promoted *b, int fd_here)
 {
 	tdax_promoted_lock(b);
 	if (b->fd >= 0)
-		tdax_promoted_demote(b, (uint32_t)(b - files), fd_here);
+		tdax_promoted_demote(b, (uint32_t)(b - files), fd_here, TDAX_ST_DEMOTED_SEEN);
 	tdax_promoted_unlock(b);
 }
 
@@ -303,7 +304,7 @@ void tdax_promoted_checkpoint_begin(uint32_t idx, int fd)
 	struct tdax_promoted *b = &files[idx];
 	tdax_promoted_lock(b);
 	if (b->fd >= 0)
-		tdax_promoted_demote(b, idx, fd);
+		tdax_promoted_demote(b, idx, fd, TDAX_ST_DEMOTED_WRITEBACK);
 	b->syncs++;
 	tdax_promoted_unlock(b);
 }
@@ -327,7 +328,7 @@ void tdax_promoted_serve_breaks(void)
 		if (b) {
 			tdax_promoted_lock(b);
 			if (b->fd == fd)
-				tdax_promoted_demote(b, e->file_plus1 - 1, -1);
+				tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_OPENED);
 			tdax_promoted_unlock(b);
 		}
 		tdax_lease_finish_break(fd);

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/stats.h"
 #include "preload/fdtable.h"
 
 /* Where one deferred record's bytes lie in the device (data: NULL until
@@ -89,11 +90,12 @@ struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e);
 void tdax_promoted_lock(struct tdax_promoted *b);
 void tdax_promoted_unlock(struct tdax_promoted *b);
 
-/* Demote b (locked, promoted; idx its entry): its records are written into
- * the file through fd_here (a number of this thread's table for the same
- * open file; -1: the application's, reached), its position put back. A
- * failure keeps the records (rt.rewrite) and is the next sync's error. */
-int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here);
+/* Demote b (locked, promoted; idx its entry) for a reason (one of the
+ * TDAX_ST_DEMOTED_* counters): its records are written into the file
+ * through fd_here (a number of this thread's table for the same open file;
+ * -1: the application's, reached), its position put back. A failure keeps
+ * the records (rt.rewrite) and is the next sync's error. */
+int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why);
 
 /* A fork is under way: nothing may be promoted. */
 bool tdax_promoted_frozen(void);

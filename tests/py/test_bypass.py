@@ -41,6 +41,9 @@ def test_writes_of_a_promoted_file_skip_the_kernel_and_reach_it_by_exit(dev, dis
     c = counters(dev)
     assert c["promotions"] >= 1 and c["deferred_writes"] >= 250, c
     assert c["light_syncs"] >= 290 and c["demotions"] == c["promotions"], c
+    why = ("seen", "opened", "writeback", "full", "kernel")
+    assert sum(c[f"demoted_{w}"] for w in why) == c["demotions"], c
+    assert c["demoted_seen"] >= 1, c  # the exit's
 
 
 def test_coherent_mode_promotes_nothing(dev, diskdir):
@@ -131,7 +134,7 @@ def test_another_process_that_opens_the_file_sees_every_write(dev, diskdir):
         got = run("/bin/cat", f, check=0, env={"LD_PRELOAD": ""}).stdout.encode()
         assert got == b"".join(record(i) for i in range(300))
     c = counters(dev)
-    assert c["lease_breaks"] >= 1 and c["deferred_writes"] >= 250, c
+    assert c["lease_breaks"] >= 1 and c["deferred_writes"] >= 250 and c["demoted_opened"] >= 1, c
 
 
 def test_a_full_log_loses_nothing_in_a_power_cut(device, diskdir):
@@ -338,7 +341,7 @@ print("same" if got == b"".join(b"%06d-%s\\n" % (i, b"x" * 57) for i in range(n)
     out = tdax_run(dev, code, f, 300, env=BYPASS).stdout
     assert "same" in out, out
     c = counters(dev)
-    assert c["promotions"] >= 1 and c["deferred_writes"] >= 250 and c["demotions"] >= 1, c
+    assert c["promotions"] >= 1 and c["deferred_writes"] >= 250 and c["demoted_seen"] >= 1, c
 
 
 def test_more_deferred_writes_than_notes_demote_and_lose_nothing(dev, diskdir):
@@ -350,7 +353,7 @@ def test_more_deferred_writes_than_notes_demote_and_lose_nothing(dev, diskdir):
     n = (1 << 18) + 5000
     tdax_run(dev, BOTH_DIE, f, n, env=dict(BYPASS, TDAX_WB_BYTES="1T"), check=-signal.SIGKILL)
     c = counters(dev)
-    assert c["promotions"] >= 2 and c["demotions"] >= 1 and c["deferred_writes"] >= n - 10, c
+    assert c["promotions"] >= 2 and c["demoted_full"] >= 1 and c["deferred_writes"] >= n - 10, c
     want = gone_in_the_device(f, n)
     time.sleep(0.1)
     run(TDAX, "recover", "--device", dev, check=0)
@@ -385,7 +388,9 @@ def test_a_write_of_4k_is_whole_or_absent_after_a_crash(dev, diskdir):
         with started(dev, TORN, f, r, env=BYPASS) as p:
             assert p.stdout.readline().strip() == "ready"
             time.sleep(rnd.uniform(0.05, 0.3))
+            tree = crashtest.descendants(p.pid)
             crashtest.kill_tree([p])
+            crashtest.wait_gone(tree)  # dead, not dying: a replay waits for no writer
         if r % 2:
             power_cut(dev, f)
         else:
