@@ -13,6 +13,8 @@ Fault models:
                 too, then `tdax recover`
   sigkill-app   the application alone is SIGKILLed: checked before any recovery
                 (bypass mode: `tdax run`, its parent, writes in what it deferred)
+  peek          sigkill, after another program opened and read every file of the
+                workload again and again while it ran (lease breaks, demotions)
   cut-all       power cut: SIGKILL everything, every unflushed disk write lost
   cut-random    power cut: a random subset of the unflushed writes survives
   cut-recovery  power cut, recovery SIGKILLed half-way and the power cut again,
@@ -30,7 +32,7 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
                                         raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass]
-                    [--faults sigkill,sigkill-app,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
+                    [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
 exit status: 0 if nothing was lost (and the control lost data every round)
@@ -48,6 +50,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -233,6 +236,36 @@ def wait_gone(pids, timeout=30):
             time.sleep(0.01)
         else:
             raise RuntimeError(f"process {q} ({exe_of(q)}) did not end within {timeout} s")
+
+
+@contextlib.contextmanager
+def peeking(d):
+    """peek: while the workload runs, another program (this one, without
+    tdax) opens and reads every file under d, again and again: each open of
+    a file tdax holds breaks its lease (in bypass mode: the file is demoted
+    first). Yields a list that ends up holding the number of files read."""
+    done, count = threading.Event(), [0]
+
+    def loop():
+        while not done.is_set():
+            for root, _, names in os.walk(d):
+                for name in names:
+                    try:
+                        with open(os.path.join(root, name), "rb") as f:
+                            f.read()
+                        count[0] += 1
+                    except OSError:
+                        pass  # gone meanwhile (a rotated log, a journal)
+            done.wait(0.02)
+    t = threading.Thread(target=loop) if d else None
+    if t:
+        t.start()
+    try:
+        yield count
+    finally:
+        done.set()
+        if t:
+            t.join()
 
 
 def free_port():
@@ -462,7 +495,8 @@ def round_(app, fault, seed, control, base):
         deadline = time.time() + 20
         while time.time() < deadline and (not oracle.exists() or oracle.stat().st_size < 200):
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.2, 1.0))
+        with peeking(d if fault == "peek" else None) as peeks:
+            time.sleep(rng.uniform(0.2, 1.0))
         # sigkill-app: `tdax run` lives on (in bypass mode the parent of
         # the application, cli/supervise.h), and must write what the
         # application had in the device alone into its files by itself:
@@ -470,7 +504,7 @@ def round_(app, fault, seed, control, base):
         wait_gone(kill_tree(procs, spare=os.path.realpath(TDAX) if fault == "sigkill-app" else None))
         t0 = time.time()
         early = checker(app)(d, oracle) if fault == "sigkill-app" else None
-        if fault in ("sigkill", "sigkill-app"):
+        if fault in ("sigkill", "sigkill-app", "peek"):
             # (After the early check, which may have changed the files --
             # SQLite removes its WAL at close --, recovery only tidies up.)
             rec = sh(TDAX, "recover", "--device", device, "--json",
@@ -492,6 +526,8 @@ def round_(app, fault, seed, control, base):
         report = json.loads(rec.stdout) if rec.stdout.startswith("{") else {}
         if rec.returncode not in (0, 3):  # 3: some files keep records (renamed or gone)
             lost, detail = lost + 1, f"tdax recover failed ({rec.returncode}): {rec.stderr.strip()} {detail}"
+        if fault == "peek" and not peeks[0]:
+            lost, detail = lost + 1, f"the peek read no file: it proves nothing. {detail}"
         return {"app": app, "fault": fault, "seed": seed, "acked": acked, "lost": lost, "detail": detail,
                 "recovery_s": round(recovery, 3), "torn": report.get("torn", 0),
                 "replayed": report.get("applied", 0)}
@@ -560,7 +596,7 @@ def main():
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
                     "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass")
-    ap.add_argument("--faults", default="sigkill,sigkill-app,cut-all,cut-random,cut-recovery,cut-full")
+    ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
     ap.add_argument("--jobs", type=int, default=1, help="rounds run at once, each on its own disk and device")
