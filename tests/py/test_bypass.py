@@ -400,3 +400,18 @@ def test_a_write_of_4k_is_whole_or_absent_after_a_crash(dev, diskdir):
         mixed = [k for k in range(64) if len(set(data[k * 4096:(k + 1) * 4096])) != 1]
         assert not mixed, f"round {r}: blocks {mixed} hold two writes' bytes"
     assert counters(dev)["deferred_writes"] > 0
+
+
+def test_another_programs_stat_sees_the_size_within_the_write_back_age(dev, diskdir):
+    """A stat by path opens nothing, so it breaks no lease: what it sees
+    lags by the write-back age at most (a checkpoint demotes the file)."""
+    f = diskdir / "log"
+    holder = APPENDER + "time.sleep(60)\n"
+    with started(dev, holder, f, 300, env=dict(BYPASS, TDAX_WB_AGE_MS="300")) as p:
+        assert p.stdout.readline().strip() == "synced 300"
+        t0 = time.time()
+        while os.stat(f).st_size < 300 * len(record(0)) and time.time() - t0 < 5:
+            time.sleep(0.02)
+        assert os.stat(f).st_size == 300 * len(record(0))
+    c = counters(dev)
+    assert c["deferred_writes"] >= 250 and c["demoted_writeback"] >= 1, c
