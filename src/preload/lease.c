@@ -71,11 +71,12 @@ static uint32_t now_ms(void)
 static bool deaf;
 #endif
 
-/* The signal of a break: one applications rarely use; one that sets its
- * own disposition for it turns leases off in its process. */
+/* The signal of a break (TDAX_LEASE_SIGNAL, SIGRTMAX - 2 by default): one
+ * the application does not use; one that sets its own disposition for it
+ * turns leases off in its process. */
 static int lease_signal(void)
 {
-	return SIGRTMAX - 2;
+	return tdax_rt.lease_signal;
 }
 
 static bool ours(const struct tdax_fd *e)

@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -115,6 +116,9 @@ static void configure(void)
 	tdax_rt.wb_age_ns = wb_var(TDAX_WB_AGE_MS) * 1000000u;
 	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
 	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
+	/* One the application does not use (one it handles turns leases off). */
+	tdax_rt.lease_signal = (int)env_u64("TDAX_LEASE_SIGNAL", (uint64_t)(SIGRTMAX - 2), (uint64_t)SIGRTMIN,
+					    (uint64_t)SIGRTMAX);
 	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
 	const char *m = secure_getenv("TDAX_MODE");
 	tdax_rt.bypass = m && !strcmp(m, "bypass");

@@ -41,6 +41,7 @@ struct tdax_runtime {
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
 	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
 	bool leases;                 /* write leases may spare syncs their look at the file (lease.h) */
+	int lease_signal;            /* the signal of a lease's break (TDAX_LEASE_SIGNAL) */
 	bool bypass;                 /* TDAX_MODE=bypass: files may be promoted (bypass.h) */
 	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
 	uint8_t *touched;            /* per file entry: this process logged to it */

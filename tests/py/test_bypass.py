@@ -415,3 +415,21 @@ def test_another_programs_stat_sees_the_size_within_the_write_back_age(dev, disk
         assert os.stat(f).st_size == 300 * len(record(0))
     c = counters(dev)
     assert c["deferred_writes"] >= 250 and c["demoted_writeback"] >= 1, c
+
+
+def test_the_lease_signal_moves_out_of_the_applications_way(dev, diskdir):
+    """An application that handles tdax's default lease signal turns
+    leases (and so promotion) off in its process; TDAX_LEASE_SIGNAL picks
+    another, and a foreign open still finds every byte."""
+    f = diskdir / "log"
+    mine = "import signal\nsignal.signal(signal.SIGRTMAX - 2, lambda *a: None)\n"
+    tdax_run(dev, mine + APPENDER, f, 100, env=BYPASS)
+    assert counters(dev)["promotions"] == 0
+    holder = mine + APPENDER + "time.sleep(60)\n"
+    g = diskdir / "log2"
+    with started(dev, holder, g, 300, env=dict(BYPASS, TDAX_LEASE_SIGNAL="50")) as p:
+        assert p.stdout.readline().strip() == "synced 300"
+        got = run("/bin/cat", g, check=0, env={"LD_PRELOAD": ""}).stdout.encode()
+        assert got == b"".join(record(i) for i in range(300))
+    c = counters(dev)
+    assert c["promotions"] >= 1 and c["demoted_opened"] >= 1, c
