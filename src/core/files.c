@@ -294,12 +294,18 @@ static void free_entry(struct tdax_device *dev, struct tdax_file *f, uint32_t id
 	index_drop(dev, idx, f->ino);
 }
 
+bool tdax_file_orphaned(const struct tdax_file *f)
+{
+	uint64_t since = atomic_load(&f->rt.deferred_since);
+	uint32_t pid = atomic_load(&f->rt.deferred);
+	return pid && (!tdax_pid_alive(pid) || (since && tdax_pid_start(pid) != since));
+}
+
 bool tdax_files_orphaned(struct tdax_device *dev)
 {
 	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
-		uint32_t pid = atomic_load_explicit(&tdax_file_at(dev, i)->rt.deferred,
-						    memory_order_relaxed);
-		if (pid && !tdax_pid_alive(pid))
+		const struct tdax_file *f = tdax_file_at(dev, i);
+		if (atomic_load_explicit(&f->rt.deferred, memory_order_relaxed) && tdax_file_orphaned(f))
 			return true;
 	}
 	return false;

@@ -83,8 +83,11 @@ struct tdax_file_rt {
 	_Atomic uint32_t handed_on;
 	/* The process (pid) that promoted the file (preload/bypass.h): its
 	 * bytes may be in the log alone, not in the file. 0 once written
-	 * back; recovery writes back the records of a dead one's file. */
+	 * back; recovery writes back the records of a dead one's file. Its
+	 * start time (util.h tdax_pid_start), stored first: a process that
+	 * got the pid later is not the promoter. */
 	_Atomic uint32_t deferred;
+	_Atomic uint64_t deferred_since;
 	/* Set by recovery only: the file it made anew for this entry, its
 	 * creation having been lost (recover.c); valid once `set` is 1.
 	 * Recovery takes that file as the entry's own, so that a recovery
@@ -197,8 +200,12 @@ static inline uint64_t tdax_files_registrations(const struct tdax_device *dev)
  * (what a stat() tells is enough to skip a file); true, that it may be. */
 bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
 
-/* Is a file promoted by a process now dead (rt.deferred names it)? Its
- * bytes are in the log alone until recovery writes them (recover.h). */
+/* Is f promoted (rt.deferred) by a process that is gone (dead, or its pid
+ * taken by another)? */
+bool tdax_file_orphaned(const struct tdax_file *f);
+
+/* Is any file orphaned? Its bytes are in the log alone until recovery
+ * writes them (recover.h). */
 bool tdax_files_orphaned(struct tdax_device *dev);
 
 /* The last descriptor of (idx, gen) in a process was closed: free the

@@ -621,8 +621,7 @@ static bool orphaned(const struct tdax_device *dev, const struct live *v)
 	if (v->h.file >= dev->sb->max_files)
 		return false;
 	const struct tdax_file *f = tdax_file_at(dev, v->h.file);
-	uint32_t pid = atomic_load(&f->rt.deferred);
-	return f->gen == v->h.fgen && pid && !tdax_pid_alive(pid);
+	return f->gen == v->h.fgen && tdax_file_orphaned(f);
 }
 
 /* Is the file of records v one the application unlinked (on a replay)? */

@@ -211,6 +211,24 @@ void tdax_append_restore(int fd)
 	errno = e;
 }
 
+uint64_t tdax_pid_start(uint32_t pid)
+{
+	char path[40], buf[512];
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	ssize_t n = tdax_sys_read(fd, buf, sizeof(buf) - 1);
+	tdax_sys_close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	/* After the name (which may hold spaces and parentheses): field 3
+	 * on; the start time is field 22. */
+	const char *p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
 bool tdax_pid_alive(uint32_t pid)
 {
 	return tdax_task_alive(pid, pid);

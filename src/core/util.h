@@ -123,6 +123,10 @@ bool tdax_task_alive(uint32_t pid, uint32_t tid);
 int tdax_append_lift(int fd);
 void tdax_append_restore(int fd);
 
+/* When process pid started (clock ticks after boot, /proc/PID/stat); 0
+ * if it cannot be read. With the pid, it names one process for good. */
+uint64_t tdax_pid_start(uint32_t pid);
+
 /* tdax_task_alive() of the process's main thread. */
 bool tdax_pid_alive(uint32_t pid);
 

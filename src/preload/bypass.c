@@ -76,6 +76,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	/* Before the first record that the file lacks: any checkpoint writes
 	 * the records into the file before it trusts a sync (coherent.c), and
 	 * recovery knows whose they are. */
+	atomic_store(&rt->deferred_since, tdax_promoted_since());
 	atomic_store(&rt->deferred, tdax_pid());
 	atomic_store(&rt->rewrite, 1);
 	b->fd = fd;

@@ -60,8 +60,18 @@ void tdax_promoted_unlock(struct tdax_promoted *b)
 		atomic_store_explicit(&b->owner, 0, memory_order_release);
 }
 
+/* This process's start time (util.h): with its pid, what an entry's
+ * rt.deferred_since names. */
+static uint64_t self_start;
+
+uint64_t tdax_promoted_since(void)
+{
+	return self_start;
+}
+
 bool tdax_promoted_init(uint32_t max_files)
 {
+	self_start = tdax_pid_start((uint32_t)tdax_syscall(SYS_getpid));
 	files = calloc(max_files, sizeof(*files));
 	if (!files)
 		return false;
@@ -286,6 +296,7 @@ void tdax_promoted_after_fork_parent(void)
 
 void tdax_promoted_after_fork_child(void)
 {
+	self_start = tdax_pid_start((uint32_t)tdax_syscall(SYS_getpid));
 	my_tid = 0;
 	for (uint32_t i = 0; i < nfiles; i++) {
 		files[i].fd = -1;

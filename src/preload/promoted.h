@@ -100,6 +100,9 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
 /* A fork is under way: nothing may be promoted. */
 bool tdax_promoted_frozen(void);
 
+/* This process's start time, for an entry's rt.deferred_since. */
+uint64_t tdax_promoted_since(void);
+
 /* Set up at attach (bypass mode only); false if it could not be. */
 bool tdax_promoted_init(uint32_t max_files);
 

@@ -2,17 +2,19 @@
  * test_files -- the file table and its index by inode (core/files.h):
  * lookups through the index, entries let go and reused, a full table that
  * makes room, and an index that needs rebuilding (dead slots piled up, or
- * a rebuild cut short).
+ * a rebuild cut short), and promoted files whose promoter is gone.
  */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "core/files.h"
 #include "core/layout.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int open_file(const char *name)
@@ -189,5 +191,45 @@ TEST(a_rebuild_cut_short_is_redone_and_lookups_search_the_table_meanwhile)
 	CHECK(atomic_load(dev->index_epoch) == 8);
 	CHECK(find_fd(dev, fd) == idx);
 	close(fd);
+	tdax_device_close(dev);
+}
+
+TEST(a_promoters_file_is_orphaned_once_it_is_dead_or_its_pid_taken)
+{
+	uint32_t gen, idx;
+	struct tdax_device *dev = device_with_file("promoted", &idx, &gen);
+	CHECK(dev);
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	CHECK(!tdax_files_orphaned(dev));
+	/* Promoted by this process, alive: not orphaned. */
+	uint32_t me = (uint32_t)getpid();
+	uint64_t since = tdax_pid_start(me);
+	CHECK(since != 0);
+	atomic_store(&f->rt.deferred_since, since);
+	atomic_store(&f->rt.deferred, me);
+	CHECK(!tdax_file_orphaned(f) && !tdax_files_orphaned(dev));
+	/* The same pid, another start: the promoter is gone, its pid reused. */
+	atomic_store(&f->rt.deferred_since, since + 1);
+	CHECK(tdax_file_orphaned(f) && tdax_files_orphaned(dev));
+	/* A child that exited and was reaped: dead. */
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	CHECK(child > 0 && waitpid(child, NULL, 0) == child);
+	atomic_store(&f->rt.deferred_since, 0);
+	atomic_store(&f->rt.deferred, (uint32_t)child);
+	CHECK(tdax_file_orphaned(f));
+	/* A zombie (exited, not reaped) holds nothing: dead too. */
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	CHECK(child > 0);
+	siginfo_t si;
+	CHECK(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT) == 0);
+	atomic_store(&f->rt.deferred, (uint32_t)child);
+	CHECK(tdax_file_orphaned(f));
+	CHECK(waitpid(child, NULL, 0) == child);
+	atomic_store(&f->rt.deferred, 0);
+	CHECK(!tdax_files_orphaned(dev));
 	tdax_device_close(dev);
 }
