@@ -32,8 +32,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
