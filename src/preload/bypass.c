@@ -72,6 +72,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	atomic_store(&b->pos, (uint64_t)pos);
 	atomic_store(&b->size, size);
 	b->append = fl & O_APPEND;
+	b->readable = (fl & O_ACCMODE) != O_WRONLY;
 	b->gen = e->gen;
 	/* Before the first record that the file lacks: any checkpoint writes
 	 * the records into the file before it trusts a sync (coherent.c), and

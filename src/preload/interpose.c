@@ -281,8 +281,11 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, in
  * next write lands (fdtable.h). */
 EXPORT off_t lseek(int fd, off_t off, int whence)
 {
-	tdax_promoted_settle_fd(fd); /* (a promoted file's position and size are tdax's) */
-	off_t r = TDAX_REAL(lseek)(fd, off, whence);
+	off_t r;
+	if (tdax_promoted_seek(fd, off, whence, &r)) /* a promoted file's position and size are tdax's */
+		return r;
+	tdax_promoted_settle_fd(fd);
+	r = TDAX_REAL(lseek)(fd, off, whence);
 	if (r >= 0 && tdax_fd_get(fd))
 		atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)r, memory_order_relaxed);
 	return r;

@@ -1,12 +1,15 @@
 /*
- * interpose_read -- the calls that read a file or its attributes: a
- * promoted file (bypass.h) is demoted first, so that they see what the
- * application wrote. While no file is promoted each costs one load.
+ * interpose_read -- the calls that read a file or its attributes: those
+ * of a promoted file's own descriptor are served from the kernel's copy
+ * and the deferred records (promoted.h); any other look at a promoted file
+ * demotes it first, so that it sees what the application wrote. While no
+ * file is promoted each costs one load.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -16,22 +19,45 @@
 
 /* ---- by descriptor --------------------------------------------------- */
 
+/* A read of a promoted file, served without its demotion if it can be
+ * (promoted.h); otherwise demoted first. True if served (*r is the result). */
+static bool served(int fd, void *buf, size_t n, int64_t off, ssize_t *r)
+{
+	struct iovec one = { buf, n };
+	if (tdax_promoted_read(fd, &one, 1, off, r))
+		return true;
+	tdax_promoted_settle_fd(fd);
+	return false;
+}
+
+static bool served_v(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *r)
+{
+	if (tdax_promoted_read(fd, iov, n, off, r))
+		return true;
+	tdax_promoted_settle_fd(fd);
+	return false;
+}
+
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	tdax_promoted_settle_fd(fd);
-	return REAL(read)(fd, buf, n);
+	ssize_t r;
+	return served(fd, buf, n, -1, &r) ? r : REAL(read)(fd, buf, n);
 }
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
-	tdax_promoted_settle_fd(fd);
-	return REAL(readv)(fd, iov, n);
+	ssize_t r;
+	return served_v(fd, iov, n, -1, &r) ? r : REAL(readv)(fd, iov, n);
 }
 
 EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
-	tdax_promoted_settle_fd(fd);
-	return REAL(pread)(fd, buf, n, off);
+	ssize_t r;
+	if (off < 0) { /* EINVAL: the kernel says so */
+		tdax_promoted_settle_fd(fd);
+		return REAL(pread)(fd, buf, n, off);
+	}
+	return served(fd, buf, n, off, &r) ? r : REAL(pread)(fd, buf, n, off);
 }
 
 EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
@@ -41,8 +67,12 @@ EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 {
-	tdax_promoted_settle_fd(fd);
-	return REAL(preadv)(fd, iov, n, off);
+	ssize_t r;
+	if (off < 0) {
+		tdax_promoted_settle_fd(fd);
+		return REAL(preadv)(fd, iov, n, off);
+	}
+	return served_v(fd, iov, n, off, &r) ? r : REAL(preadv)(fd, iov, n, off);
 }
 
 EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
@@ -50,8 +80,13 @@ EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
 	return preadv(fd, iov, n, off);
 }
 
+/* With flags (RWF_NOWAIT, ...) the kernel's, after a demotion; off -1 is
+ * the file position. */
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
+	ssize_t r;
+	if (flags == 0 && off >= -1 && served_v(fd, iov, n, off, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(preadv2)(fd, iov, n, off, flags);
 }
@@ -61,37 +96,55 @@ EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int n, off_t off, int
 	return preadv2(fd, iov, n, off, flags);
 }
 
-/* _FORTIFY_SOURCE's checked reads. */
+/* _FORTIFY_SOURCE's checked reads: the check is libc's (a read larger
+ * than the buffer aborts there). */
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
 ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
 
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
+	ssize_t r;
+	if (n <= buflen && served(fd, buf, n, -1, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(__read_chk)(fd, buf, n, buflen);
 }
 
 EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
+	ssize_t r;
+	if (n <= buflen && off >= 0 && served(fd, buf, n, off, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(__pread_chk)(fd, buf, n, off, buflen);
 }
 
 EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
+	ssize_t r;
+	if (n <= buflen && off >= 0 && served(fd, buf, n, off, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(__pread64_chk)(fd, buf, n, off, buflen);
 }
 
 EXPORT int fstat(int fd, struct stat *st)
 {
+	int r;
+	if (tdax_promoted_fstat(fd, st, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(fstat)(fd, st);
 }
 
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat64 is stat (64-bit Linux)");
+
 EXPORT int fstat64(int fd, struct stat64 *st)
 {
+	int r;
+	if (tdax_promoted_fstat(fd, (struct stat *)st, &r))
+		return r;
 	tdax_promoted_settle_fd(fd);
 	return REAL(fstat64)(fd, st);
 }

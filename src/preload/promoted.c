@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -231,6 +232,144 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
 	tdax_count(TDAX_ST_DEMOTIONS, 1);
 	tdax_count(why, 1);
 	return rc;
+}
+
+/* Reads are served while a file has at most this many notes: each read
+ * looks through all of them (a few microseconds at most). */
+#define READ_NOTES_MAX 4096u
+/* iovec entries of a read served (more: demoted and read by the kernel). */
+#define READ_IOV_MAX 64
+
+/* The promoted state of fd, locked, if fd is its file's promoted
+ * descriptor; NULL otherwise. */
+static struct tdax_promoted *locked_if_promoted(int fd)
+{
+	const struct tdax_fd *e = tdax_fd_get(fd);
+	struct tdax_promoted *b = e ? tdax_promoted_of(e) : NULL;
+	if (!b)
+		return NULL;
+	tdax_promoted_lock(b);
+	if (b->fd == fd)
+		return b;
+	tdax_promoted_unlock(b);
+	return NULL;
+}
+
+/* Copy len bytes from src (NULL: zeros) to offset at of the buffers iov[0..n). */
+static void put(const struct iovec *iov, int n, size_t at, const char *src, size_t len)
+{
+	for (int i = 0; i < n && len > 0; i++) {
+		if (at >= iov[i].iov_len) {
+			at -= iov[i].iov_len;
+			continue;
+		}
+		size_t c = iov[i].iov_len - at < len ? iov[i].iov_len - at : len;
+		if (src)
+			memcpy((char *)iov[i].iov_base + at, src, c);
+		else
+			memset((char *)iov[i].iov_base + at, 0, c);
+		at = 0;
+		len -= c;
+		if (src)
+			src += c;
+	}
+}
+
+bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *res)
+{
+	if (n < 0 || n > READ_IOV_MAX)
+		return false;
+	struct tdax_promoted *b = locked_if_promoted(fd);
+	if (!b)
+		return false;
+	uint32_t nn = atomic_load(&b->nnotes);
+	if (!b->readable || atomic_load(&b->lost) || nn > READ_NOTES_MAX) {
+		tdax_promoted_unlock(b);
+		return false;
+	}
+	uint64_t at = off < 0 ? atomic_load(&b->pos) : (uint64_t)off;
+	uint64_t size = atomic_load(&b->size);
+	size_t want = tdax_iov_bytes(iov, n), len = 0;
+	if (at < size)
+		len = size - at < want ? (size_t)(size - at) : want;
+	if (len > 0x7ffff000u)
+		len = 0x7ffff000u; /* Linux's most for one read */
+	/* The kernel's copy of [at, at + len); beyond its end, zeros... */
+	struct iovec t[READ_IOV_MAX];
+	int tn = 0;
+	for (size_t left = len; tn < n && left > 0; tn++) {
+		t[tn] = iov[tn];
+		if (t[tn].iov_len > left)
+			t[tn].iov_len = left;
+		left -= t[tn].iov_len;
+	}
+	ssize_t k = len ? tdax_syscall(SYS_preadv, fd, t, tn, (long)at, 0) : 0;
+	if (k < 0) {
+		int err = errno;
+		tdax_promoted_unlock(b);
+		errno = err;
+		*res = -1;
+		return true;
+	}
+	put(t, tn, (size_t)k, NULL, len - (size_t)k);
+	/* ...and the deferred records over it, in the order written. */
+	for (uint32_t i = 0; i < nn && len > 0; i++) {
+		const struct tdax_deferred *v = &b->notes[i];
+		const char *d = __atomic_load_n(&v->data, __ATOMIC_ACQUIRE);
+		uint64_t lo = v->off > at ? v->off : at;
+		uint64_t hi = v->off + v->len < at + len ? v->off + v->len : at + len;
+		if (d && lo < hi)
+			put(t, tn, (size_t)(lo - at), d + (lo - v->off), (size_t)(hi - lo));
+	}
+	if (off < 0) {
+		atomic_store(&b->pos, at + len);
+		atomic_store_explicit(&tdax_fds[fd].pos, at + len, memory_order_relaxed);
+	}
+	tdax_promoted_unlock(b);
+	*res = (ssize_t)len;
+	return true;
+}
+
+bool tdax_promoted_seek_slow(int fd, off_t off, int whence, off_t *res)
+{
+	if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END)
+		return false; /* SEEK_DATA, SEEK_HOLE: the kernel's, after a demotion */
+	struct tdax_promoted *b = locked_if_promoted(fd);
+	if (!b)
+		return false;
+	int64_t base = whence == SEEK_SET ? 0 : (int64_t)atomic_load(whence == SEEK_CUR ? &b->pos : &b->size);
+	int64_t to;
+	if (__builtin_add_overflow(base, (int64_t)off, &to) || to < 0) {
+		tdax_promoted_unlock(b);
+		errno = EINVAL;
+		*res = -1;
+		return true;
+	}
+	atomic_store(&b->pos, (uint64_t)to);
+	atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)to, memory_order_relaxed);
+	tdax_promoted_unlock(b);
+	*res = (off_t)to;
+	return true;
+}
+
+bool tdax_promoted_fstat_slow(int fd, struct stat *st, int *res)
+{
+	struct tdax_promoted *b = locked_if_promoted(fd);
+	if (!b)
+		return false;
+	*res = (int)tdax_syscall(SYS_fstat, fd, st);
+	uint64_t size = atomic_load(&b->size);
+	if (*res == 0 && (uint64_t)st->st_size < size) {
+		/* The blocks the deferred bytes past the kernel's end would take. */
+		uint64_t more = (size + 4095) / 4096 - ((uint64_t)st->st_size + 4095) / 4096;
+		st->st_blocks += (blkcnt_t)(more * 8);
+	}
+	if (*res == 0)
+		st->st_size = (off_t)size;
+	int err = errno;
+	tdax_promoted_unlock(b);
+	errno = err;
+	return true;
 }
 
 static void settle(struct tdax_promoted *b, int fd_here)

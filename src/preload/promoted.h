@@ -4,10 +4,11 @@
  * must see a promoted file's bytes in the kernel first (the hooks that
  * read or hand a file on, checkpoints, lease breaks, fork, exit).
  *
- * First step (#19): the device holds the promoted file's bytes as log
- * records; reads are not served from the device. So everything that could
- * see the kernel's copy of a promoted file demotes it first, in this
- * process (a read, lseek, fstat or stat of it, mmap, close, dup, fcntl,
+ * The device holds the promoted file's bytes as log records, and the file
+ * notes where they are. Reads, lseek and fstat through its own descriptor
+ * are served from the kernel's copy with those records laid over it (below);
+ * everything else that could see the kernel's copy demotes it first, in
+ * this process (a stat by name, mmap, close, dup, fcntl, a read with flags,
  * sendfile/splice/copy_file_range, fork, exec, sending it over a socket,
  * truncate, fallocate, unlink, rename, exit) and in any other (their open
  * breaks the write lease: the write-back thread demotes, then lets it go).
@@ -35,6 +36,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "core/stats.h"
 #include "preload/fdtable.h"
@@ -65,6 +69,7 @@ struct tdax_promoted {
 	uint32_t gen;           /* promoted: the entry's generation */
 	uint32_t epoch;         /* moves at each demotion */
 	bool append;            /* the open file has O_APPEND */
+	bool readable;          /* and was opened for reading */
 	_Atomic uint64_t pos;   /* promoted: the open file's position */
 	_Atomic uint64_t size;  /* promoted: the file's size */
 	struct tdax_deferred *notes;  /* mapped at the first promotion */
@@ -122,6 +127,35 @@ static inline void tdax_promoted_settle_at(int dirfd, const char *path, int flag
 {
 	if (__builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0))
 		tdax_promoted_demote_at_slow(dirfd, path, flags);
+}
+
+/*
+ * Served without a demotion while fd is the promoted descriptor of its
+ * file (and, for reads, while its notes are few enough to look through
+ * at each): a read or pread (off -1: at the position) from the kernel's
+ * copy with the deferred records laid over it, up to tdax's size; an
+ * lseek (SEEK_SET, SEEK_CUR, SEEK_END) on tdax's position and size; an
+ * fstat with tdax's size. True and the result (*res, or -1 and errno) if
+ * served; false otherwise (the caller demotes the file, then asks the
+ * kernel).
+ */
+bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *res);
+bool tdax_promoted_seek_slow(int fd, off_t off, int whence, off_t *res);
+bool tdax_promoted_fstat_slow(int fd, struct stat *st, int *res);
+static inline bool tdax_promoted_read(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *res)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0) &&
+	       tdax_promoted_read_slow(fd, iov, n, off, res);
+}
+static inline bool tdax_promoted_seek(int fd, off_t off, int whence, off_t *res)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0) &&
+	       tdax_promoted_seek_slow(fd, off, whence, res);
+}
+static inline bool tdax_promoted_fstat(int fd, struct stat *st, int *res)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0) &&
+	       tdax_promoted_fstat_slow(fd, st, res);
 }
 
 /* Descriptors first..last are closed (close_range, closefrom). */

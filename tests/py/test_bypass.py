@@ -433,3 +433,35 @@ def test_the_lease_signal_moves_out_of_the_applications_way(dev, diskdir):
         assert got == b"".join(record(i) for i in range(300))
     c = counters(dev)
     assert c["promotions"] >= 1 and c["demoted_opened"] >= 1, c
+
+
+def test_reads_seeks_and_fstat_of_a_promoted_file_are_served_without_a_demotion(dev, diskdir):
+    """Through its own descriptor, opened for reading and writing: the
+    kernel's copy with the deferred writes over it, tdax's position and
+    size -- and the file stays promoted."""
+    f = diskdir / "log"
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"a" * 100); os.fdatasync(fd)
+time.sleep(0.1)  # (leases need tdax's write-back thread running)
+os.write(fd, b"b" * 100); os.fdatasync(fd)
+os.pwrite(fd, b"c" * 10, 50)           # over the kernel's copy
+os.write(fd, b"d" * 5000); os.fdatasync(fd)  # past the kernel's end
+want = b"a" * 50 + b"c" * 10 + b"a" * 40 + b"b" * 100 + b"d" * 5000
+out = [os.pread(fd, 6000, 0) == want, os.fstat(fd).st_size == len(want),
+       os.lseek(fd, 0, os.SEEK_CUR) == len(want), os.lseek(fd, -5010, os.SEEK_END) == 190,
+       os.read(fd, 20) == b"b" * 10 + b"d" * 10, os.lseek(fd, 0, os.SEEK_CUR) == 210,
+       os.preadv(fd, [bytearray(30), bytearray(40)], 40) == 70]
+os.write(fd, b"e" * 10)                 # at the position a read moved
+os.fdatasync(fd)
+want = want[:210] + b"e" * 10 + want[220:]
+out.append(os.pread(fd, 10000, 0) == want)
+print(out, flush=True)
+"""
+    p = tdax_run(dev, code, f, env=BYPASS)
+    assert p.stdout.strip() == str([True] * 8), p.stdout
+    c = counters(dev)
+    assert c["promotions"] >= 1 and c["deferred_writes"] >= 3, c
+    assert c["demoted_seen"] == 1, c  # the exit's alone
+    assert f.read_bytes() == b"a" * 50 + b"c" * 10 + b"a" * 40 + b"b" * 100 + b"d" * 10 + b"e" * 10 + b"d" * 4980
