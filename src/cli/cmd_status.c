@@ -92,6 +92,41 @@ static const char *mean_ms(const _Atomic uint64_t *c, enum tdax_stat sum, enum t
 
 /* Reactivity (thesis section 7.3): how soon the policy takes a stream up
  * and lets it go. */
+/* The bound of the bucket holding the q-quantile of light or real syncs'
+ * timed latencies, as text ("<= 1.0 us"); "none" if none was timed. */
+static const char *quantile(const _Atomic uint64_t *c, bool light, double q, char *buf, size_t len)
+{
+	uint64_t total = 0, seen = 0;
+	for (int i = 0; i < TDAX_LAT_BUCKETS; i++)
+		total += atomic_load(&c[tdax_lat_stat(light, i)]);
+	if (!total)
+		return "none";
+	for (int i = 0; i < TDAX_LAT_BUCKETS; i++) {
+		seen += atomic_load(&c[tdax_lat_stat(light, i)]);
+		if ((double)seen >= q * (double)total) {
+			uint64_t b = tdax_lat_bound(i);
+			if (b == UINT64_MAX)
+				snprintf(buf, len, "> %.1f ms", (double)tdax_lat_bound(i - 1) / 1e6);
+			else if (b < 1000000)
+				snprintf(buf, len, "<= %.2f us", (double)b / 1e3);
+			else
+				snprintf(buf, len, "<= %.1f ms", (double)b / 1e6);
+			return buf;
+		}
+	}
+	return "none";
+}
+
+/* The sync latency line: median and 99th percentile, light and real. */
+static void latency(const _Atomic uint64_t *c)
+{
+	char a[32], b[32], d[32], e[32];
+	printf("sync latency (one sync in %d timed): lightweight median %s, p99 %s; real median %s, "
+	       "p99 %s\n", TDAX_LAT_EVERY, quantile(c, true, 0.5, a, sizeof(a)),
+	       quantile(c, true, 0.99, b, sizeof(b)), quantile(c, false, 0.5, d, sizeof(d)),
+	       quantile(c, false, 0.99, e, sizeof(e)));
+}
+
 static void reactivity(const _Atomic uint64_t *c)
 {
 	char up[32], down[32];
@@ -152,6 +187,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       t.write_threshold, t.gran_order, (unsigned long long)(t.wb_window_ns / 1000000u),
 	       (unsigned long long)(t.wr_window_ns / 1000000u));
 	reactivity(c);
+	latency(c);
 	printf("fallbacks:");
 	int any = 0;
 	for (int i = 1; i < TDAX_FB_COUNT; i++) {
@@ -329,6 +365,30 @@ void tdax_metrics_write(FILE *out, const struct tdax_device *dev)
 	for (int i = 1; i < TDAX_FB_COUNT; i++)
 		prom_sample(out, dev, "tdax_fallbacks_total", "reason", tdax_fallback_name((enum tdax_fallback)i),
 			    atomic_load(&c[TDAX_ST_FALLBACK0 + i]));
+	prom_family(out, "tdax_sync_duration_seconds", "histogram",
+		    "Time an application's fsync or fdatasync of a managed file took, by how it was "
+		    "answered (one sync in 16 per thread timed).");
+	for (int light = 1; light >= 0; light--) {
+		const char *kind = light ? "light" : "real";
+		uint64_t cum = 0;
+		for (int i = 0; i < TDAX_LAT_BUCKETS; i++) {
+			cum += atomic_load(&c[tdax_lat_stat(light, i)]);
+			fprintf(out, "tdax_sync_duration_seconds_bucket{device=\"");
+			prom_label(out, dev->path, sizeof(dev->path));
+			if (i < TDAX_LAT_BUCKETS - 1)
+				fprintf(out, "\",kind=\"%s\",le=\"%.9g\"} %llu\n", kind,
+					(double)tdax_lat_bound(i) / 1e9, (unsigned long long)cum);
+			else
+				fprintf(out, "\",kind=\"%s\",le=\"+Inf\"} %llu\n", kind, (unsigned long long)cum);
+		}
+		fprintf(out, "tdax_sync_duration_seconds_sum{device=\"");
+		prom_label(out, dev->path, sizeof(dev->path));
+		fprintf(out, "\",kind=\"%s\"} %.9f\n", kind,
+			(double)atomic_load(&c[tdax_lat_stat(light, TDAX_LAT_BUCKETS)]) / 1e9);
+		fprintf(out, "tdax_sync_duration_seconds_count{device=\"");
+		prom_label(out, dev->path, sizeof(dev->path));
+		fprintf(out, "\",kind=\"%s\"} %llu\n", kind, (unsigned long long)cum);
+	}
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	prom_gauge(out, dev, "tdax_log_capacity_bytes", "Size of the device's log.", u.capacity);
@@ -366,8 +426,8 @@ static const char metrics_help[] =
 	"usage: tdax metrics [--device PATH]\n"
 	"\n"
 	"The device's counters and gauges in the Prometheus text format: every counter of\n"
-	"tdax status as tdax_NAME_total, fallbacks by reason, log use, files and ranges, and\n"
-	"the upgraded ranges of the top 10 files. For a node exporter's textfile collector:\n"
+	"tdax status as tdax_NAME_total, fallbacks by reason, sync latency histograms,\n"
+	"log use, files and ranges, and the upgraded ranges of the top 10 files. For a node exporter's textfile collector:\n"
 	"tdax metrics > /var/lib/prometheus/node-exporter/tdax.prom.$$ && mv ... tdax.prom\n";
 
 int cmd_metrics(int argc, char **argv)

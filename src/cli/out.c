@@ -58,7 +58,8 @@ void json_counters(const struct tdax_device *dev)
 	printf("{");
 	for (int i = 0; i < TDAX_ST_COUNT; i++)
 		if (i != TDAX_ST_FALLBACK0 + TDAX_FB_NONE)
-			printf("%s\"%s%s\": %llu", i ? ", " : "", i >= TDAX_ST_FALLBACK0 ? "fallback_" : "",
+			printf("%s\"%s%s\": %llu", i ? ", " : "",
+			       i >= TDAX_ST_FALLBACK0 && i < TDAX_ST_LAT0 ? "fallback_" : "",
 			       tdax_stat_name((enum tdax_stat)i), (unsigned long long)atomic_load(&c[i]));
 	printf("}");
 }

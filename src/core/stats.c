@@ -3,7 +3,7 @@
  */
 #include "core/stats.h"
 
-_Static_assert(TDAX_STATS_OFF + TDAX_ST_COUNT * 8 <= TDAX_HEADER_SIZE, "stats fit the header");
+_Static_assert(TDAX_STATS_OFF + TDAX_ST_COUNT * 8 <= TDAX_TUNABLES_OFF, "stats fit their place");
 
 const char *tdax_fallback_name(enum tdax_fallback f)
 {
@@ -24,5 +24,17 @@ const char *tdax_stat_name(enum tdax_stat s)
 		"downgrades_timed", "promotions", "demotions", "deferred_writes", "demoted_seen",
 		"demoted_opened", "demoted_writeback", "demoted_full", "demoted_kernel",
 	};
+	static const char *const lat[2 * (TDAX_LAT_BUCKETS + 1)] = {
+		"light_sync_ns_le_256", "light_sync_ns_le_1024", "light_sync_ns_le_4096",
+		"light_sync_ns_le_16384", "light_sync_ns_le_65536", "light_sync_ns_le_262144",
+		"light_sync_ns_le_1048576", "light_sync_ns_le_4194304", "light_sync_ns_le_16777216",
+		"light_sync_ns_le_inf", "light_sync_ns_sum",
+		"real_sync_ns_le_256", "real_sync_ns_le_1024", "real_sync_ns_le_4096",
+		"real_sync_ns_le_16384", "real_sync_ns_le_65536", "real_sync_ns_le_262144",
+		"real_sync_ns_le_1048576", "real_sync_ns_le_4194304", "real_sync_ns_le_16777216",
+		"real_sync_ns_le_inf", "real_sync_ns_sum",
+	};
+	if (s >= TDAX_ST_LAT0)
+		return s < TDAX_ST_COUNT ? lat[s - TDAX_ST_LAT0] : "unknown";
 	return s < TDAX_ST_FALLBACK0 ? names[s] : tdax_fallback_name((enum tdax_fallback)(s - TDAX_ST_FALLBACK0));
 }

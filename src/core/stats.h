@@ -8,6 +8,7 @@
 #define TDAX_STATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/device.h"
@@ -63,8 +64,36 @@ enum tdax_stat {
 	TDAX_ST_DEMOTED_FULL,    /* no room in the log or in its notes */
 	TDAX_ST_DEMOTED_KERNEL,  /* a call only the kernel answers: a real sync, truncate, fallocate, ... */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
-	TDAX_ST_COUNT = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT
+	/* Sync latency histograms, one sync in TDAX_LAT_EVERY per thread timed:
+	 * lightweight syncs' then real ones', each TDAX_LAT_BUCKETS counts
+	 * (tdax_lat_bound) and the sum of the nanoseconds timed. */
+	TDAX_ST_LAT0 = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT,
+	TDAX_ST_COUNT = TDAX_ST_LAT0 + 2 * (10 + 1)
 };
+
+#define TDAX_LAT_EVERY 16
+#define TDAX_LAT_BUCKETS 10
+
+/* The upper bound (ns, inclusive) of latency bucket i; the last has none. */
+static inline uint64_t tdax_lat_bound(int i)
+{
+	return i < TDAX_LAT_BUCKETS - 1 ? 256ull << (2 * i) : UINT64_MAX; /* 256 ns .. 16.8 ms, x4 */
+}
+
+/* The counter of bucket i (TDAX_LAT_BUCKETS: the sum) of light or real syncs. */
+static inline enum tdax_stat tdax_lat_stat(bool light, int i)
+{
+	return (enum tdax_stat)(TDAX_ST_LAT0 + (light ? 0 : TDAX_LAT_BUCKETS + 1) + i);
+}
+
+/* The bucket a latency falls in. */
+static inline int tdax_lat_bucket(uint64_t ns)
+{
+	int i = 0;
+	while (ns > tdax_lat_bound(i))
+		i++;
+	return i;
+}
 
 static inline _Atomic uint64_t *tdax_stats(const struct tdax_device *dev)
 {

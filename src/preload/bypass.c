@@ -183,7 +183,7 @@ static bool light(struct tdax_promoted *b, int fd, const struct tdax_fd *e, bool
 		return false;
 	tdax_tracking_sync(idx, e->gen);
 	tdax_drain(tdax_rt.dev, 0);
-	tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
+	tdax_count_sync(true);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
 	return true;

@@ -435,7 +435,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 			 * is a record: recovery may make the file anew now. */
 			if (__builtin_expect(!atomic_load_explicit(&rt->synced, memory_order_relaxed), 0))
 				tdax_file_set_synced(tdax_rt.dev, f);
-			tdax_count(TDAX_ST_LIGHT_SYNCS, 1);
+			tdax_count_sync(true);
 			if (tdax_tracing)
 				tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, datasync);
 			if (!sole)
@@ -444,7 +444,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		}
 		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
 	}
-	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	tdax_count_sync(false);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, (uint16_t)(datasync | TDAX_TRF_REAL));
 	int rc = tdax_coherent_checkpoint_fd(fd, idx, e->gen, datasync);

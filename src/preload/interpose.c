@@ -309,16 +309,30 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 	return e;
 }
 
-EXPORT int fsync(int fd)
+/* A sync of a managed file, timed one time in TDAX_LAT_EVERY (state.h). */
+static int sync_file(int fd, bool datasync)
 {
 	const struct tdax_fd *e = current(fd, managed(fd));
-	return e ? tdax_mode_of(e)->sync(fd, e, false) : tdax_dirsync_sync(fd, false);
+	if (!e)
+		return tdax_dirsync_sync(fd, datasync);
+	uint64_t t0 = tdax_lat_begin();
+	int r = tdax_mode_of(e)->sync(fd, e, datasync);
+	if (__builtin_expect(t0 != 0, 0)) {
+		int err = errno;
+		tdax_lat_end(t0);
+		errno = err;
+	}
+	return r;
+}
+
+EXPORT int fsync(int fd)
+{
+	return sync_file(fd, false);
 }
 
 EXPORT int fdatasync(int fd)
 {
-	const struct tdax_fd *e = current(fd, managed(fd));
-	return e ? tdax_mode_of(e)->sync(fd, e, true) : tdax_dirsync_sync(fd, true);
+	return sync_file(fd, true);
 }
 
 /* ---- size and metadata ---------------------------------------------- */

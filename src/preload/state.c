@@ -14,6 +14,8 @@ struct tdax_runtime tdax_rt;
 struct tdax_real tdax_real;
 __thread int tdax_inside TDAX_TLS;
 __thread bool tdax_fds_private TDAX_TLS;
+__thread uint32_t tdax_lat_tick TDAX_TLS;
+__thread int tdax_lat_answer TDAX_TLS;
 
 void *tdax_real_lookup(const char *name)
 {

@@ -169,6 +169,40 @@ static inline void tdax_count(enum tdax_stat s, uint64_t n)
 	atomic_fetch_add_explicit(&tdax_rt.count[s], n, memory_order_relaxed);
 }
 
+/*
+ * Sync latency (stats.h): one sync in TDAX_LAT_EVERY per thread is timed
+ * from its hook's entry to its return (two clock reads, ~45 ns, are as much
+ * as a promoted file's whole sync), and counted as light or real by how it
+ * was answered: tdax_count_sync() notes that for the timing hook.
+ */
+extern __thread uint32_t tdax_lat_tick TDAX_TLS;
+extern __thread int tdax_lat_answer TDAX_TLS; /* -1: not answered yet; 1 light, 0 real */
+
+static inline void tdax_count_sync(bool light)
+{
+	tdax_count(light ? TDAX_ST_LIGHT_SYNCS : TDAX_ST_REAL_SYNCS, 1);
+	tdax_lat_answer = light;
+}
+
+/* A sync hook's start: the time if this one is timed, else 0. */
+static inline uint64_t tdax_lat_begin(void)
+{
+	if (++tdax_lat_tick % TDAX_LAT_EVERY)
+		return 0;
+	tdax_lat_answer = -1;
+	return tdax_now_ns();
+}
+
+/* Its end: into the histogram of its answer (none: not counted). */
+static inline void tdax_lat_end(uint64_t t0)
+{
+	if (!t0 || tdax_lat_answer < 0)
+		return;
+	uint64_t ns = tdax_now_ns() - t0;
+	tdax_count(tdax_lat_stat(tdax_lat_answer, tdax_lat_bucket(ns)), 1);
+	tdax_count(tdax_lat_stat(tdax_lat_answer, TDAX_LAT_BUCKETS), ns);
+}
+
 /* One line on stderr, "tdax[PID]: " and fmt with a and b (unless quiet). */
 void tdax_warn(const char *fmt, const char *a, const char *b);
 

@@ -95,7 +95,7 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 			atomic_compare_exchange_strong(&tdax_rt_of(r->file_plus1 - 1)->last_sync_ns, &none, prev);
 		return tdax_coherent_sync(fd, r, datasync);
 	}
-	tdax_count(TDAX_ST_REAL_SYNCS, 1);
+	tdax_count_sync(false);
 	return tdax_mode_real_sync(fd, datasync);
 }
 

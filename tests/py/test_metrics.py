@@ -30,7 +30,7 @@ def test_metrics_parse_and_match_the_devices_counters(dev, diskdir):
     fams = families(dev)
     # Every counter of tdax status, under its own name (the parser drops _total).
     for name, value in counters.items():
-        if name.startswith("fallback_"):
+        if name.startswith("fallback_") or "_sync_ns_" in name:  # (the histograms: below)
             continue
         (s,) = fams[f"tdax_{name}"].samples
         assert s.labels == {"device": dev} and s.value == value, (name, s)
@@ -43,6 +43,40 @@ def test_metrics_parse_and_match_the_devices_counters(dev, diskdir):
     files = {s.labels["path"]: s.value for s in fams["tdax_file_upgraded_ranges"].samples}
     assert files == {str(diskdir / "wal"): 1, str(diskdir / 'we"ird\\name') + "\\x01": 1}, files
     assert fams["tdax_ranges_upgraded"].samples[0].value == 2
+
+
+def test_sync_latency_histograms_count_one_sync_in_16_by_its_answer(dev, diskdir):
+    """Lightweight syncs (policy always) and real ones (policy never), each
+    thread timing every 16th: cumulative buckets, counts and sums that agree
+    with the device's counters and with tdax status."""
+    code = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(320):
+    os.write(fd, b"x" * 128); os.fdatasync(fd)
+"""
+    tdax_run(dev, code, diskdir / "light", policy="always")
+    tdax_run(dev, code, diskdir / "real", policy="never")
+    c = info(dev)["counters"]
+    assert c["light_syncs"] >= 300 and c["real_syncs"] >= 300, c
+    (h,) = [f for f in text_string_to_metric_families(run(TDAX, "metrics", "--device", dev, check=0).stdout)
+            if f.name == "tdax_sync_duration_seconds"]
+    assert h.type == "histogram"
+    for kind, timed in (("light", c["light_syncs"]), ("real", c["real_syncs"])):
+        buckets = [s for s in h.samples if s.name.endswith("_bucket") and s.labels["kind"] == kind]
+        values = [s.value for s in buckets]
+        assert values == sorted(values) and buckets[-1].labels["le"] == "+Inf", buckets
+        (count,) = [s.value for s in h.samples if s.name.endswith("_count") and s.labels["kind"] == kind]
+        (total,) = [s.value for s in h.samples if s.name.endswith("_sum") and s.labels["kind"] == kind]
+        # Every 16th of each process's syncs (and of its fsyncs of nothing else).
+        assert count == values[-1] and timed // 16 - 2 <= count <= timed // 16 + 2, (kind, count, timed)
+        assert sum(c[f"{kind}_sync_ns_le_{b}"] for b in (256, 1024, 4096, 16384, 65536, 262144, 1048576,
+                                                         4194304, 16777216, "inf")) == count
+        assert total > 0 and abs(total * 1e9 - c[f"{kind}_sync_ns_sum"]) < 1000
+    # A real sync waits for the disk; a lightweight one does not.
+    assert c["real_sync_ns_sum"] / (c["real_syncs"] // 16) > c["light_sync_ns_sum"] / (c["light_syncs"] // 16)
+    text = run(TDAX, "status", "--device", dev, check=0).stdout
+    assert "sync latency (one sync in 16 timed): lightweight median <=" in text and "real median <=" in text
 
 
 def test_metrics_of_a_missing_device_fail_with_a_message(device):
