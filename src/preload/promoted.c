@@ -244,6 +244,8 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
  * descriptor; NULL otherwise. */
 static struct tdax_promoted *locked_if_promoted(int fd)
 {
+	if (tdax_fds_private)
+		return NULL; /* the write-back thread: its numbers are not the application's */
 	const struct tdax_fd *e = tdax_fd_get(fd);
 	struct tdax_promoted *b = e ? tdax_promoted_of(e) : NULL;
 	if (!b)
