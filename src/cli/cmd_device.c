@@ -242,7 +242,7 @@ int cmd_device_info(int argc, char **argv)
 	struct tdax_log_usage lu;
 	tdax_log_usage(dev, &lu);
 	struct live_count lc = { dev, 0, 0 };
-	tdax_log_scan(dev, &(struct tdax_scan_cb){ count_live, NULL, &lc });
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ count_live, NULL, &lc, false });
 	uint32_t files = 0;
 	for (uint32_t i = 0; i < sb->max_files; i++)
 		files += tdax_file_valid(tdax_file_at(dev, i));
@@ -321,7 +321,7 @@ int cmd_device_destroy(int argc, char **argv)
 			return fail(&e);
 	} else {
 		struct live_count lc = { dev, 0, 0 };
-		tdax_log_scan(dev, &(struct tdax_scan_cb){ count_live, NULL, &lc });
+		tdax_log_scan(dev, &(struct tdax_scan_cb){ count_live, NULL, &lc, false });
 		uint32_t pid = tdax_log_live_owner(dev);
 		tdax_device_close(dev);
 		if (pid || (!a.force && lc.records)) {

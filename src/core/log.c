@@ -441,9 +441,11 @@ static int scan_seg(struct tdax_device *dev, uint32_t i, const struct tdax_scan_
 	uint64_t end = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
 	uint32_t e = s->epoch;
 	uint64_t o = atomic_load(&s->owner);
-	if (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && owner_alive(o)) {
-		/* A live writer: only what it has finished (tail is stored after
-		 * the record) is there to read. */
+	if (cb->exact && o == TDAX_SEG_FREE)
+		return 0;
+	if (cb->exact || (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && owner_alive(o))) {
+		/* A live writer (or any, when memory is exact): only what it has
+		 * finished (tail is stored after the record) is there to read. */
 		uint64_t t = atomic_load(&s->tail);
 		end = t < end ? t : end;
 	}

@@ -200,6 +200,14 @@ struct tdax_scan_cb {
 	void (*bad)(void *ctx, uint32_t seg, uint64_t pos, enum tdax_rec_damage what,
 		    const struct tdax_rec *hdr_if_readable);
 	void *ctx;
+	/* The device's memory is exactly what its writers left (the same
+	 * boot, no power failure declared): a free segment holds no live
+	 * record and each other one's tail is where its last whole record
+	 * ends, so only [0, tail) of the segments in use is read -- not the
+	 * whole log, faulting in every page of it. Otherwise (false) every
+	 * segment is read to its end: after a power cut a tail, or the owner
+	 * word, may not have reached the device when the records did. */
+	bool exact;
 };
 int tdax_log_scan(struct tdax_device *dev, const struct tdax_scan_cb *cb);
 

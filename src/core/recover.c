@@ -265,21 +265,6 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f, const
 	return fd;
 }
 
-static int write_all(int fd, const char *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = tdax_sys_pwrite(fd, p, n, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 static const char *kind_name(uint16_t kind)
 {
 	switch (kind) {
@@ -308,7 +293,34 @@ static int apply(int fd, const struct live *l)
 		}
 		return tdax_sys_fallocate(fd, (int)a.mode, (off_t)l->h.off, (off_t)a.len);
 	}
-	return write_all(fd, l->data, l->h.len, l->h.off);
+	struct iovec one = { (void *)l->data, l->h.len };
+	return tdax_sys_pwritev_all(fd, &one, 1, l->h.off);
+}
+
+/* Write records written back to back (each starting where the one before
+ * it ends) together: one pwritev for up to RUN of them. */
+#define RUN 256
+
+/* How many records from v[0] (of n) form such a run; 1 for any other. */
+static size_t run_of(const struct live *v, size_t n)
+{
+	size_t k = 1;
+	while (v[0].h.kind == TDAX_REC_WRITE && k < n && k < RUN && v[k].h.kind == TDAX_REC_WRITE &&
+	       v[k].h.file == v[0].h.file && v[k].h.fgen == v[0].h.fgen &&
+	       v[k].h.off == v[k - 1].h.off + v[k - 1].h.len)
+		k++;
+	return k;
+}
+
+/* Apply v[0..k), a run_of(): 0, or -1 and errno. */
+static int apply_run(int fd, const struct live *v, size_t k)
+{
+	if (k == 1)
+		return apply(fd, v);
+	struct iovec iov[RUN];
+	for (size_t i = 0; i < k; i++)
+		iov[i] = (struct iovec){ (void *)v[i].data, v[i].h.len };
+	return tdax_sys_pwritev_all(fd, iov, (int)k, v[0].h.off);
 }
 
 /*
@@ -556,9 +568,10 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	uint32_t deferred = atomic_load(&tdax_file_at(dev, idx)->rt.deferred);
 	bool replay = rep->replay || deferred;
 	uint64_t upto = replay ? last : now_seq;
-	for (size_t i = 0; replay && i < n; i++) {
-		const struct tdax_rec *r = &v[i].h;
-		if (apply(fd, &v[i]) != 0) {
+	for (size_t i = 0, k; replay && i < n; i += k) {
+		k = run_of(&v[i], n - i);
+		if (apply_run(fd, &v[i], k) != 0) {
+			const struct tdax_rec *r = &v[i].h;
 			out->outcome = TDAX_IO_FAILED;
 			snprintf(out->reason, sizeof(out->reason), "%s at offset %llu failed: %s; "
 				 "records kept", kind_name(r->kind),
@@ -566,12 +579,15 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 			tdax_sys_close(fd);
 			return;
 		}
-		uint32_t bytes = r->kind == TDAX_REC_WRITE ? r->len : 0; /* file data, not names */
-		out->bytes += bytes;
-		rep->applied++;
-		rep->bytes += bytes;
-		if (*budget > 0 && --*budget == 0)
-			raise(SIGKILL);
+		for (size_t j = i; j < i + k; j++) {
+			const struct tdax_rec *r = &v[j].h;
+			uint32_t bytes = r->kind == TDAX_REC_WRITE ? r->len : 0; /* file data, not names */
+			out->bytes += bytes;
+			rep->applied++;
+			rep->bytes += bytes;
+			if (*budget > 0 && --*budget == 0)
+				raise(SIGKILL);
+		}
 	}
 	tdax_shadow_before_sync(fd, f->path);
 	if (tdax_sys_fdatasync(fd) != 0) {
@@ -665,7 +681,7 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,
 	rep->sealed = tdax_log_seal_dead(dev);
 
 	struct collect c = { .dev = dev, .only_file = -1, .rep = rep };
-	struct tdax_scan_cb cb = { collect_rec, collect_bad, &c };
+	struct tdax_scan_cb cb = { collect_rec, collect_bad, &c, .exact = !rep->replay };
 	tdax_log_scan(dev, &cb);
 	if (c.oom) {
 		free(c.v);
@@ -739,13 +755,15 @@ int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd
 	if (lifted < 0)
 		return -1;
 	struct collect c = { .dev = dev, .only_file = idx };
-	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c });
+	/* (Same boot: a demotion or a rewrite after an error.) */
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ collect_rec, collect_bad, &c, .exact = true });
 	int rc = c.oom ? -1 : 0;
 	if (c.n)
 		qsort(c.v, c.n, sizeof(*c.v), by_file_seq);
-	for (size_t i = 0; rc == 0 && i < c.n; i++) {
+	for (size_t i = 0, k; rc == 0 && i < c.n; i += k) {
+		k = run_of(&c.v[i], c.n - i);
 		if (c.v[i].h.fgen == gen)
-			rc = apply(fd, &c.v[i]);
+			rc = apply_run(fd, &c.v[i], k);
 	}
 	free(c.v);
 	if (lifted)

@@ -52,6 +52,28 @@ ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off)
 	return tdax_syscall(SYS_pwrite64, fd, p, n, off);
 }
 
+int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t w = tdax_syscall(SYS_pwritev, fd, iov, n, (long)off, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		off += (uint64_t)w;
+		for (; n > 0 && (size_t)w >= iov->iov_len; n--, iov++)
+			w -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
 int tdax_sys_fdatasync(int fd)
 {
 	return (int)tdax_syscall(SYS_fdatasync, fd);

@@ -13,7 +13,9 @@
 
 #include <stddef.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 
@@ -39,6 +41,9 @@ int tdax_sys_open_nowait(int dirfd, const char *path, int flags);
 int tdax_sys_close(int fd);
 ssize_t tdax_sys_write(int fd, const void *p, size_t n);
 ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off);
+/* All of iov[0..n) at off, however many pwritev calls it takes (iov is
+ * used up on the way); 0, or -1 and errno. */
+int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
 int tdax_sys_fdatasync(int fd);
 int tdax_sys_ftruncate(int fd, off_t len);
 int tdax_sys_fallocate(int fd, int mode, off_t off, off_t len);

@@ -127,26 +127,6 @@ void tdax_promoted_note(void *ctx, uint64_t seq, uint64_t off, const void *data,
 	__atomic_store_n(&b->notes[i].data, data, __ATOMIC_RELEASE);
 }
 
-/* All of iov[0..n) at off through fd, however many calls it takes. */
-static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
-{
-	while (n > 0) {
-		ssize_t w = tdax_syscall(SYS_pwritev, fd, iov, n, (long)off, 0);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w == 0 ? (errno = EIO, -1) : -1;
-		off += (uint64_t)w;
-		for (; n > 0 && (size_t)w >= iov->iov_len; n--, iov++)
-			w -= (ssize_t)iov->iov_len;
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
 /* Records written together: what one pwritev takes (4 KiB of stack, which
  * a signal handler's may have to spare). */
 #define BATCH 256
@@ -183,7 +163,7 @@ static int write_in(struct tdax_promoted *b, uint32_t idx, int fd)
 		if (!d)
 			continue;
 		if (cnt && (v[i].off != next || cnt == BATCH)) {
-			rc = pwritev_all(fd, iov, cnt, start);
+			rc = tdax_sys_pwritev_all(fd, iov, cnt, start);
 			cnt = 0;
 		}
 		if (!cnt)
@@ -192,7 +172,7 @@ static int write_in(struct tdax_promoted *b, uint32_t idx, int fd)
 		next = v[i].off + v[i].len;
 	}
 	if (rc == 0 && cnt)
-		rc = pwritev_all(fd, iov, cnt, start);
+		rc = tdax_sys_pwritev_all(fd, iov, cnt, start);
 	if (lifted)
 		tdax_append_restore(fd);
 	return rc;
