@@ -93,7 +93,7 @@ static void make_template(void)
 		close(fd);
 	}
 	tdax_log_seal_mine(dev);
-	tdax_log_scan(dev, &(struct tdax_scan_cb){ note_record, NULL, dev });
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ note_record, NULL, dev, false });
 	files_off = dev->sb->files_off;
 	segs_off = dev->sb->segs_off;
 	seg_size = dev->sb->seg_size;
@@ -210,7 +210,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t n)
 		return 0; /* refused, cleanly */
 	if (n && (in[0] & 3))
 		resign(dev, in[0] & 2);
-	tdax_log_scan(dev, &(struct tdax_scan_cb){ recheck, NULL, dev });
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ recheck, NULL, dev, false });
 	struct tdax_recover_report r;
 	struct tdax_recover_opts o = { .power_failure = true };
 	if (tdax_recover(dev, &o, &r, &e) >= 0) {
