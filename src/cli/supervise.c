@@ -33,7 +33,6 @@
 #include "cli/supervise.h"
 #include "core/device.h"
 #include "core/env.h"
-#include "core/files.h"
 #include "core/recover.h"
 
 /* What is passed on to the command; SIGCHLD is waited for too. */
@@ -43,20 +42,14 @@ static const int forwarded[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGU
 /* Write in what dead promoters deferred; say so if it fails. */
 static void write_orphans_back(struct tdax_device *dev)
 {
-	if (!tdax_files_orphaned(dev))
-		return;
-	struct tdax_recover_report r;
 	struct tdax_err e;
-	int rc = tdax_recover(dev, &(struct tdax_recover_opts){ .orphans_only = true }, &r, &e);
-	if (rc < 0) {
+	int rc = tdax_recover_orphans(dev, &e);
+	if (rc < 0)
 		fprintf(stderr, "tdax: writing back what a dead process left in %s failed: %s; run "
 			"'tdax recover --device %s'\n", dev->path, e.msg, dev->path);
-		return;
-	}
-	if (rc > 0)
+	else if (rc > 0)
 		fprintf(stderr, "tdax: some files a dead process had promoted keep their bytes in %s; "
 			"see 'tdax recover --device %s'\n", dev->path, dev->path);
-	tdax_recover_report_free(&r);
 }
 
 /* Die as the command died: of its signal, or with its exit status. */

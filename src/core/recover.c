@@ -747,6 +747,17 @@ void tdax_recover_report_free(struct tdax_recover_report *rep)
 	rep->files = NULL;
 }
 
+int tdax_recover_orphans(struct tdax_device *dev, struct tdax_err *err)
+{
+	if (!tdax_files_orphaned(dev))
+		return 0;
+	struct tdax_recover_report r;
+	int rc = tdax_recover(dev, &(struct tdax_recover_opts){ .orphans_only = true }, &r, err);
+	if (rc >= 0)
+		tdax_recover_report_free(&r);
+	return rc;
+}
+
 int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd)
 {
 	/* Through an O_APPEND descriptor (the application's): lifted while

@@ -91,6 +91,11 @@ int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *opts,
 		 struct tdax_recover_report *rep, struct tdax_err *err);
 void tdax_recover_report_free(struct tdax_recover_report *rep);
 
+/* Write in what processes now dead left in the device alone (bypass mode:
+ * tdax_recover with orphans_only), if any file is orphaned (files.h):
+ * 0 if none is left, 1 if some keep their records, -1 on error (err). */
+int tdax_recover_orphans(struct tdax_device *dev, struct tdax_err *err);
+
 /* Write the live records of one file (idx, gen) onto fd again, in sequence
  * order (after a failed sync left the kernel's copy in doubt). 0 or -1. */
 int tdax_replay_file(struct tdax_device *dev, uint32_t idx, uint32_t gen, int fd);

@@ -85,8 +85,8 @@ EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
 	ssize_t r;
-	if (flags == 0 && off >= -1 && served_v(fd, iov, n, off, &r))
-		return r;
+	if (flags == 0 && off >= -1)
+		return served_v(fd, iov, n, off, &r) ? r : REAL(preadv2)(fd, iov, n, off, flags);
 	tdax_promoted_settle_fd(fd);
 	return REAL(preadv2)(fd, iov, n, off, flags);
 }
@@ -105,28 +105,22 @@ ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	ssize_t r;
-	if (n <= buflen && served(fd, buf, n, -1, &r))
-		return r;
-	tdax_promoted_settle_fd(fd);
-	return REAL(__read_chk)(fd, buf, n, buflen);
+	if (n > buflen) /* libc aborts */
+		return REAL(__read_chk)(fd, buf, n, buflen);
+	return served(fd, buf, n, -1, &r) ? r : REAL(__read_chk)(fd, buf, n, buflen);
 }
 
 EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
 	ssize_t r;
-	if (n <= buflen && off >= 0 && served(fd, buf, n, off, &r))
-		return r;
-	tdax_promoted_settle_fd(fd);
-	return REAL(__pread_chk)(fd, buf, n, off, buflen);
+	if (n > buflen || off < 0) /* libc aborts, or the kernel says EINVAL */
+		return REAL(__pread_chk)(fd, buf, n, off, buflen);
+	return served(fd, buf, n, off, &r) ? r : REAL(__pread_chk)(fd, buf, n, off, buflen);
 }
 
 EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
-	ssize_t r;
-	if (n <= buflen && off >= 0 && served(fd, buf, n, off, &r))
-		return r;
-	tdax_promoted_settle_fd(fd);
-	return REAL(__pread64_chk)(fd, buf, n, off, buflen);
+	return __pread_chk(fd, buf, n, off, buflen); /* (off_t is 64 bits: the same call) */
 }
 
 EXPORT int fstat(int fd, struct stat *st)

@@ -60,14 +60,8 @@ static void write_orphans_back(struct tdax_device *dev)
 		orphans_wait--;
 		return;
 	}
-	if (!tdax_files_orphaned(dev))
-		return;
-	struct tdax_recover_report r;
 	struct tdax_err e;
-	int rc = tdax_recover(dev, &(struct tdax_recover_opts){ .orphans_only = true }, &r, &e);
-	if (rc >= 0)
-		tdax_recover_report_free(&r);
-	if (rc != 0)
+	if (tdax_recover_orphans(dev, &e) != 0)
 		orphans_wait = ORPHANS_RETRY_LOOKS;
 }
 
