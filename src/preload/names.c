@@ -5,6 +5,7 @@
 #include "core/sys.h"
 #include "preload/names.h"
 #include "core/shadow.h"
+#include "core/testaid.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/dirsync.h"
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,15 +35,49 @@ static bool abs_path(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 
 	return ok;
 }
 
+/* The absolute path dirfd/path will name, before a rename makes it: its
+ * directory's path and its last component (none of ".", ".." or empty). */
+static bool abs_target(int dirfd, const char *path, char out[TDAX_FILE_PATH_MAX + 1])
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char dir[TDAX_FILE_PATH_MAX + 1];
+	bool is_dir;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..") ||
+	    (slash && (size_t)(slash - path) >= sizeof(dir)))
+		return false;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+		 slash ? path : ".");
+	if (!abs_path(dirfd, dir, out, &is_dir) || !is_dir)
+		return false;
+	size_t n = strlen(out);
+	return snprintf(out + n, TDAX_FILE_PATH_MAX + 1 - n, "%s%s", n > 1 ? "/" : "", base) <
+	       (int)(TDAX_FILE_PATH_MAX + 1 - n);
+}
+
+/* Before the rename of registered file (idx, gen) to dirfd/path: the
+ * rename is a record first (both names: tdax_coherent_renamed), so that a
+ * process killed between the kernel's rename and its entry's new name
+ * leaves recovery the name to look under (it checks the file found there,
+ * so a rename that then fails misleads nobody). False if it is not. */
+static bool intends_move(uint32_t idx, uint32_t gen, int dirfd, const char *path)
+{
+	char to[TDAX_FILE_PATH_MAX + 1], from[TDAX_FILE_PATH_MAX];
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	if (f->gen != gen || !abs_target(dirfd, path, to) || strlen(to) >= TDAX_FILE_PATH_MAX)
+		return false;
+	snprintf(from, sizeof(from), "%s", f->path);
+	return tdax_coherent_renamed(idx, gen, from, to);
+}
+
 /*
  * The registered file (idx, gen), open as fd, now lives at dirfd/path:
  * its entry takes the new name, so that recovery finds it. The rename is
- * a record first (both names: tdax_coherent_renamed), and nothing is
- * synced. If the log is full, its records (if any) are checkpointed first
- * and its next sync is real. A name tdax cannot record (too long) leaves
- * it to the kernel.
+ * a record (logged: already, intends_move), and nothing is synced. If the
+ * log is full, its records (if any) are checkpointed first and its next
+ * sync is real. A name tdax cannot record (too long) leaves it to the
+ * kernel.
  */
-static void moved_to(int fd, uint32_t idx, uint32_t gen, int dirfd, const char *path)
+static void moved_to(int fd, uint32_t idx, uint32_t gen, int dirfd, const char *path, bool logged)
 {
 	char to[TDAX_FILE_PATH_MAX + 1], from[TDAX_FILE_PATH_MAX];
 	bool is_dir;
@@ -54,7 +90,7 @@ static void moved_to(int fd, uint32_t idx, uint32_t gen, int dirfd, const char *
 		return;
 	}
 	snprintf(from, sizeof(from), "%s", f->path);
-	if (tdax_coherent_renamed(idx, gen, from, to)) {
+	if (logged || tdax_coherent_renamed(idx, gen, from, to)) {
 		tdax_files_rename(tdax_rt.dev, idx, gen, to);
 		return;
 	}
@@ -119,8 +155,12 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	struct tdax_dir_look from_dir, to_dir;
 	tdax_dirsync_look(olddir, oldpath, &from_dir);
 	tdax_dirsync_look(newdir, newpath, &to_dir);
+	bool old_logged = old_plus1 && intends_move(old_plus1 - 1, old_gen, newdir, newpath);
+	bool new_logged = exchange && new_plus1 && intends_move(new_plus1 - 1, new_gen, olddir, oldpath);
 	int r = real_rename(olddir, oldpath, newdir, newpath, flags);
 	int err = errno;
+	if (TDAX_TEST_ENV("KILL_AFTER_RENAME")) /* a kill between the kernel's rename and the entry's */
+		raise(SIGKILL);
 	/* Not in the log as a change of names: the directories' next syncs
 	 * are real (a rename record only tells recovery where to look). */
 	tdax_dirsync_changed(olddir, oldpath, &from_dir, false);
@@ -129,9 +169,9 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 		tdax_writeback_ensure();
 	if (r == 0) {
 		if (old_plus1)
-			moved_to(old_fd, old_plus1 - 1, old_gen, newdir, newpath);
+			moved_to(old_fd, old_plus1 - 1, old_gen, newdir, newpath, old_logged);
 		if (exchange && new_plus1)
-			moved_to(new_fd, new_plus1 - 1, new_gen, olddir, oldpath);
+			moved_to(new_fd, new_plus1 - 1, new_gen, olddir, oldpath, new_logged);
 		char now[TDAX_FILE_PATH_MAX + 1];
 		bool dir;
 		if (paths && (old_dir || new_dir || tdax_shadow_on()) && abs_path(newdir, newpath, now, &dir)) {

@@ -310,3 +310,27 @@ def test_a_directory_sync_after_a_change_the_log_does_not_hold_is_real(dev, vold
         assert not (d / gone[how]).exists()
     if how not in ("rmdir", "unlink-unregistered"):
         assert os.path.lexists(d / "x")
+
+
+def test_a_writer_killed_between_a_rename_and_its_record_leaves_its_file_found(dev, diskdir):
+    """The rename is a record before the kernel's rename: a process killed
+    right after the kernel's (a test aid) leaves recovery the name to look
+    under -- its records written into the file there, none kept for a file
+    it cannot find (it used to: unmatched, exit 3)."""
+    code = r"""
+import os, sys
+old, new = sys.argv[1] + "/log", sys.argv[1] + "/log.old"
+fd = os.open(old, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(50):
+    os.write(fd, b"%04d\n" % i); os.fdatasync(fd)
+print("synced", flush=True)
+os.environ["TDAX_TEST_KILL_AFTER_RENAME"] = "1"
+os.rename(old, new)
+"""
+    p = tdax_run(dev, code, diskdir, check=-9)
+    assert "synced" in p.stdout
+    assert not (diskdir / "log").exists() and (diskdir / "log.old").exists()
+    r = run(TDAX, "recover", "--device", dev, "--json", check=0)
+    rep = json.loads(r.stdout)
+    assert [(f["path"], f["outcome"]) for f in rep["files"]] == [(str(diskdir / "log.old"), "recovered")], rep
+    assert (diskdir / "log.old").read_bytes() == b"".join(b"%04d\n" % i for i in range(50))
