@@ -36,7 +36,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-policy sim-doc clean
+.PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-intercept bench-policy sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 # The version (VERSION) and build (the commit) `tdax --version` prints.
@@ -281,9 +281,20 @@ bench-runtime: deps
 	@$(MAKE) --no-print-directory all
 	$(B)/venv/bin/python bench/runtime_bench.py
 
+# The prototypes of the ways to see raw system calls (docs/design.md,
+# "Programs that skip libc"): the cost of a trapped call, each way.
+$(B)/bin/tdax-proto-%: bench/intercept/%.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) -pthread $< -o $@
+
+bench-intercept: $(B)/bin/tdax-proto-sud $(B)/bin/tdax-proto-notif
+	$(B)/bin/tdax-proto-sud
+	$(B)/bin/tdax-proto-notif
+	SYNC_WAKE=1 $(B)/bin/tdax-proto-notif
+
 # The packages the benchmark suites need (also installed by `make deps`).
 bench-deps:
-	@scripts/deps.sh fio
+	@scripts/deps.sh fio etcd-server etcd-client
 
 # A short run of every benchmark suite; writes docs/benchmarks.md.
 bench: bench-deps

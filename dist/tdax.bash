@@ -23,6 +23,10 @@ _tdax()
 		COMPREPLY=($(compgen -W "coherent bypass" -- "$cur"))
 		return
 		;;
+	--intercept)
+		COMPREPLY=($(compgen -W "libc syscall" -- "$cur"))
+		return
+		;;
 	--backend)
 		COMPREPLY=($(compgen -W "emulated fsdax devdax" -- "$cur"))
 		return
@@ -38,7 +42,7 @@ _tdax()
 				return
 			fi
 		done
-		opts="--device --mode --policy --quiet --verbose --trace --allow-shared --help --"
+		opts="--device --mode --policy --intercept --quiet --verbose --trace --allow-shared --help --"
 		;;
 	recover) opts="--device --configured --power-failure --discard-unmatched --json --help" ;;
 	config)

@@ -27,9 +27,10 @@ from .suites import SUITES
 
 NEEDS = {"redis": ["redis-server", "redis-benchmark"], "ycsb": ["redis-server"],
          "postgres": [str(env.PGBIN / "postgres"), str(env.PGBIN / "pgbench")],
-         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"], "files": []}
+         "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"], "files": [],
+         "etcd": ["etcd"]}
 PACKAGES = {"redis": "redis-server redis-tools", "ycsb": "redis-server", "postgres": "postgresql",
-            "rocksdb": "rocksdb-tools", "fio": "fio"}
+            "rocksdb": "rocksdb-tools", "fio": "fio", "etcd": "etcd-server"}
 
 
 def parse_grid(items):

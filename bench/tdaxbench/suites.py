@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from . import env
@@ -239,8 +240,61 @@ def files(o):
             Config("create+write+rename", files_run(n, False), "files/s", sync=False)]
 
 
+# ---- etcd -----------------------------------------------------------------------
+
+def etcd_run(tmpfs):
+    """etcd (a Go program: under tdax through --intercept syscall, which
+    tdax run picks for it) taking sequential puts from one client over one
+    keep-alive connection to its JSON gateway; each put waits for a WAL
+    fdatasync. With tmpfs the data directory is in memory, where a sync
+    costs nothing: the ceiling (etcd 3.4 cannot switch its syncs off)."""
+    def run(mode, device, o):
+        import base64
+        import http.client
+        import tempfile
+        with env.scratch() as d:
+            data = Path(tempfile.mkdtemp(prefix="tdax-etcd-", dir="/dev/shm")) if tmpfs else d / "etcd"
+            cport, pport = env.free_port(), env.free_port()
+            peer = f"http://127.0.0.1:{pport}"
+            argv = ["etcd", "--name", "bench", "--data-dir", str(data),
+                    "--listen-client-urls", f"http://127.0.0.1:{cport}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{cport}",
+                    "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                    "--initial-cluster", f"bench={peer}", "--log-level", "error"]
+            try:
+                with env.server(env.tdax_prefix(mode, device) + argv):
+                    env.wait_port(cport)
+                    c = http.client.HTTPConnection("127.0.0.1", cport, timeout=30)
+                    n = 200 if o.quick else 2000
+
+                    def put(i):
+                        body = json.dumps({"key": base64.b64encode(b"k%d" % (i % 1000)).decode(),
+                                           "value": base64.b64encode(b"v" * 100).decode()})
+                        c.request("POST", "/v3/kv/put", body, {"Content-Type": "application/json"})
+                        r = c.getresponse()
+                        if r.status != 200:
+                            raise RuntimeError(f"etcd put: HTTP {r.status}: {r.read()[:200]!r}")
+                        r.read()
+                    for i in range(50):  # warm up (the leader, the gateway)
+                        put(i)
+                    t0 = time.perf_counter()
+                    for i in range(n):
+                        put(i)
+                    return n / (time.perf_counter() - t0)
+            finally:
+                if tmpfs:
+                    import shutil
+                    shutil.rmtree(data, ignore_errors=True)
+    return run
+
+
+def etcd(o):
+    return [Config("put, 1 client", etcd_run(False), "puts/s", ref="put, 1 client, data on tmpfs"),
+            Config("put, 1 client, data on tmpfs", etcd_run(True), "puts/s", sync=False)]
+
+
 SUITES = {"redis": redis, "postgres": postgres, "rocksdb": rocksdb, "sqlite": sqlite, "fio": fio,
-          "ycsb": ycsb, "startup": startup, "files": files}
+          "ycsb": ycsb, "startup": startup, "files": files, "etcd": etcd}
 
 # The reference results of shared/SPEC.md §4: (config, speedup over default,
 # fraction of sync-off) as the thesis / Transparent DAX Mappings paper report.

@@ -17,8 +17,10 @@
 #include "cli/args.h"
 #include "cli/cmd_run.h"
 #include "cli/config.h"
+#include "cli/intercept.h"
 #include "cli/out.h"
 #include "cli/paths.h"
+#include "cli/program.h"
 #include "cli/supervise.h"
 #include "core/control.h"
 #include "core/device.h"
@@ -29,7 +31,8 @@
 
 static const char run_help[] =
 	"usage: tdax run [--device PATH] [--mode coherent|bypass] [--policy thesis|adaptive|always|never]\n"
-	"                [--quiet|--verbose] [--trace FILE] [--allow-shared] -- CMD [ARGS...]\n"
+	"                [--intercept libc|syscall] [--quiet|--verbose] [--trace FILE]\n"
+	"                [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
 	"device are answered there; everything else goes to the kernel as usual.\n"
@@ -47,6 +50,13 @@ static const char run_help[] =
 	"                  steady sync stream and rise as the device fills, and an upgraded\n"
 	"                  append stream carries its state into the next range), always (log\n"
 	"                  every write), never (track, never upgrade)\n"
+	"  --intercept I   how tdax sees CMD's file calls: libc (default: libtdax.so's\n"
+	"                  hooks; a Go or statically linked CMD, which skips libc, is then\n"
+	"                  not seen, and one line on stderr says so) or syscall (a seccomp\n"
+	"                  filter traps every call that writes, syncs, truncates or renames,\n"
+	"                  and tdax run stays as a supervisor that makes them through the\n"
+	"                  hooks; tens of microseconds per trapped call, sockets' writes\n"
+	"                  included; coherent mode only)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --verbose       also warn (once per reason) of the routine fallbacks: a change of\n"
 	"                  names, a range not upgraded, a stdio stream on a file\n"
@@ -119,6 +129,18 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 	return rc;
 }
 
+/* Never a silent no-op: say so at start when CMD's file calls cannot reach
+ * libtdax.so (program.h) and nothing else was asked to see them. */
+static void warn_unseen(const char *path, enum tdax_program_kind kind)
+{
+	fputs("tdax: ", stderr);
+	text_str(stderr, path, PATH_MAX);
+	fprintf(stderr, " %s, so libtdax.so sees none of its writes and syncs: they go to the kernel "
+		"as without tdax; --intercept syscall lets tdax see them\n",
+		kind == TDAX_PROGRAM_GO ? "is a Go program: its runtime makes its system calls without libc"
+					: "is statically linked: libtdax.so cannot be loaded into it");
+}
+
 /* The environment that preloads libtdax.so on the region at path. */
 static int start_with_tdax(const char *path, const char *libabs, const char *policy, const char *talk,
 			   const char *trace, struct tdax_err *e)
@@ -159,9 +181,9 @@ int cmd_run(int argc, char **argv)
 		{ "quiet", no_argument, 0, 'q' }, { "trace", required_argument, 0, 't' },
 		{ "allow-shared", no_argument, 0, 'a' }, { "help", no_argument, 0, 'h' },
 		{ "verbose", no_argument, 0, 'v' }, { "mode", required_argument, 0, 'm' },
-		{ 0, 0, 0, 0 },
+		{ "intercept", required_argument, 0, 'i' }, { 0, 0, 0, 0 },
 	};
-	const char *device = NULL, *policy = NULL, *trace = NULL;
+	const char *device = NULL, *policy = NULL, *trace = NULL, *intercept = "libc";
 	const char *talk = NULL; /* TDAX_QUIET or TDAX_VERBOSE */
 	int c;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -178,6 +200,11 @@ int cmd_run(int argc, char **argv)
 			if (strcmp(optarg, "coherent") && strcmp(optarg, "bypass"))
 				return usage_error("run", "unknown mode '%s' (coherent, bypass)", optarg);
 			setenv("TDAX_MODE", optarg, 1);
+			break;
+		case 'i':
+			if (strcmp(optarg, "libc") && strcmp(optarg, "syscall"))
+				return usage_error("run", "unknown --intercept '%s' (libc, syscall)", optarg);
+			intercept = optarg;
 			break;
 		case 'q': talk = "TDAX_QUIET"; break;
 		case 'v': talk = "TDAX_VERBOSE"; break;
@@ -196,6 +223,16 @@ int cmd_run(int argc, char **argv)
 			"TDAX_LIB\n", lib);
 		return EXIT_FAIL;
 	}
+	char app_preload[2 * PATH_MAX] = "";
+	if (secure_getenv("LD_PRELOAD"))
+		snprintf(app_preload, sizeof(app_preload), "%s", secure_getenv("LD_PRELOAD"));
+	bool bypass = getenv("TDAX_MODE") && !strcmp(getenv("TDAX_MODE"), "bypass");
+	char prog[PATH_MAX];
+	enum tdax_program_kind kind = tdax_program_kind(argv[optind], prog, sizeof(prog));
+	bool unseen = kind == TDAX_PROGRAM_GO || kind == TDAX_PROGRAM_STATIC;
+	bool trap = !strcmp(intercept, "syscall");
+	if (trap && bypass)
+		return usage_error("run", "%s", "--intercept syscall works in coherent mode only");
 	struct tdax_err e;
 	if (prepare_device(path, device != NULL || tdax_env_device_named(), &e) != 0) {
 		fputs("tdax: ", stderr);
@@ -205,8 +242,13 @@ int cmd_run(int argc, char **argv)
 		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
 	} else if (start_with_tdax(path, libabs, policy, talk, trace, &e) != 0) {
 		return fail(&e);
-	} else if (getenv("TDAX_MODE") && !strcmp(getenv("TDAX_MODE"), "bypass")) {
-		return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
+	} else if (trap) {
+		return tdax_intercept_start(argv + optind, app_preload);
+	} else {
+		if (unseen && (!talk || strcmp(talk, "TDAX_QUIET")))
+			warn_unseen(prog, kind);
+		if (bypass)
+			return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
 	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));

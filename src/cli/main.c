@@ -13,6 +13,7 @@
 #include "cli/cmd_run.h"
 #include "cli/cmd_status.h"
 #include "cli/config.h"
+#include "cli/intercept.h"
 #include "cli/out.h"
 #include "core/device.h"
 #include "version.h" /* generated: build/gen, scripts/version.sh */
@@ -67,7 +68,8 @@ int main(int argc, char **argv)
 		int (*fn)(int, char **);
 	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top }, { "metrics", cmd_metrics }, { "exporter", cmd_exporter },
 		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench },
-		    { "trace", cmd_trace }, { "sim", cmd_trace } };
+		    { "trace", cmd_trace }, { "sim", cmd_trace },
+		    { "serve-syscalls", cmd_serve_syscalls } /* tdax run's, not listed */ };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
 		if (strcmp(argv[1], top[i].name) == 0)
 			return top[i].fn(argc - 1, argv + 1);

@@ -68,35 +68,54 @@ static int end_as(int status)
 	return 128 + sig; /* a signal that does not kill (SIGCONT ...) */
 }
 
+/* The signals the wait takes: SIGCHLD and the forwarded ones. */
+static void watched_set(sigset_t *watched)
+{
+	sigemptyset(watched);
+	sigaddset(watched, SIGCHLD);
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaddset(watched, forwarded[i]);
+}
+
+pid_t tdax_supervise_fork(const char *what, sigset_t *old)
+{
+	/* Before the fork: no signal is missed between it and the wait. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		fprintf(stderr, "tdax: cannot become a subreaper (%s): a daemon %s starts is not "
+			"this process's to wait for\n", strerror(errno), what);
+	sigset_t watched;
+	watched_set(&watched);
+	sigprocmask(SIG_BLOCK, &watched, old);
+	pid_t cmd = fork();
+	if (cmd < 0)
+		fprintf(stderr, "tdax: cannot start %s: fork failed: %s\n", what, strerror(errno));
+	if (cmd == 0)
+		prctl(PR_SET_CHILD_SUBREAPER, 0);
+	return cmd;
+}
+
 int tdax_supervise(const char *device, char *const argv[])
 {
-	sigset_t watched, old;
-	sigemptyset(&watched);
-	sigaddset(&watched, SIGCHLD);
-	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-		sigaddset(&watched, forwarded[i]);
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-		fprintf(stderr, "tdax: cannot become a subreaper (%s): what a daemon of the command "
-			"defers is written back by the next process on %s or 'tdax recover'\n",
-			strerror(errno), device);
-	}
-	/* Blocked before the fork: no signal is missed between it and the wait. */
-	sigprocmask(SIG_BLOCK, &watched, &old);
-	pid_t cmd = fork();
-	if (cmd < 0) {
-		fprintf(stderr, "tdax: cannot start %s: fork failed: %s\n", argv[0], strerror(errno));
+	sigset_t old;
+	pid_t cmd = tdax_supervise_fork(argv[0], &old);
+	if (cmd < 0)
 		return 126;
-	}
 	if (cmd == 0) {
-		prctl(PR_SET_CHILD_SUBREAPER, 0);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		execvp(argv[0], argv);
 		fprintf(stderr, "tdax: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
+	return tdax_supervise_wait(cmd, device);
+}
+
+int tdax_supervise_wait(pid_t cmd, const char *device)
+{
+	sigset_t watched;
+	watched_set(&watched);
 	struct tdax_device *dev = NULL;
 	struct tdax_err e;
-	if (tdax_device_open(device, tdax_env_open_flags(), &dev, &e) != 0)
+	if (device && tdax_device_open(device, tdax_env_open_flags(), &dev, &e) != 0)
 		fprintf(stderr, "tdax: %s; what the command defers is written back by the next "
 			"process on the device or 'tdax recover'\n", e.msg);
 	int status = 0;

@@ -20,8 +20,24 @@
 #include "preload/promoted.h"
 #include "preload/interpose.h"
 #include "preload/lease.h"
+#include "preload/manage.h"
+#include "preload/start.h"
 #include "preload/state.h"
 #include "core/sys.h"
+
+/* A descriptor tdax serve-syscalls borrowed from the command it serves
+ * (cli/notify.c): the command writes and syncs the file only through the
+ * supervisor, so it is managed as if opened here. (Anywhere else a
+ * descriptor of another process's is not: its owner's writes are unseen.) */
+static void borrowed(int fd)
+{
+	int flags = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
+	if (flags >= 0 && (flags & O_ACCMODE) != O_RDONLY && tdax_on_or_waiting() &&
+	    (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach_opening(fd))))
+		tdax_manage(fd, NULL, flags);
+	else
+		tdax_fd_forget(fd);
+}
 
 EXPORT long syscall(long nr, ...)
 {
@@ -114,6 +130,10 @@ EXPORT long syscall(long nr, ...)
 		return tdax_syscall(nr, a, b, c, d, e, f);
 	}
 	long r = tdax_syscall(nr, a, b, c, d, e, f);
+	if (nr == SYS_pidfd_getfd && r >= 0 && tdax_rt.supervisor) {
+		borrowed((int)r);
+		return r;
+	}
 	/* Anything else that returns a descriptor makes a new one (openat2,
 	 * open_by_handle_at, pidfd_open, ...): its number's entry is stale. */
 	if (r >= 0 && (nr == SYS_openat2 || nr == SYS_open_by_handle_at || nr == SYS_pidfd_open ||

@@ -100,6 +100,7 @@ static void configure(void)
 {
 	tdax_rt.quiet = tdax_env_on("TDAX_QUIET"); /* first: every warning below respects it */
 	tdax_rt.verbose = tdax_env_on("TDAX_VERBOSE");
+	tdax_rt.supervisor = tdax_env_on("TDAX_SUPERVISOR");
 	const char *p = secure_getenv("TDAX_POLICY");
 	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
 		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS

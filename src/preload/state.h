@@ -32,6 +32,7 @@ struct tdax_runtime {
 	enum tdax_policy policy;
 	bool quiet;
 	bool verbose;                /* TDAX_VERBOSE=1: warn of the routine fallbacks too */
+	bool supervisor;             /* TDAX_SUPERVISOR=1: tdax serve-syscalls (cli/notify.c) */
 #ifdef TDAX_TEST_BUILD
 	bool test_lie;               /* TDAX_TEST_LIE=1: positive control, see coherent.c */
 #endif

@@ -1,0 +1,230 @@
+/*
+ * intercept -- the start of tdax run --intercept syscall (intercept.h): a
+ * seccomp filter that hands the file system calls which change a file's
+ * bytes, size or name, or make them durable, to a supervisor
+ * (SECCOMP_RET_USER_NOTIF), whoever makes them: a Go runtime, a static
+ * binary, inline `syscall` instructions. Everything else (reads, network,
+ * futexes, ...) the kernel serves as before, without a detour.
+ *
+ * tdax run forks: the child installs the filter and passes its listener
+ * up, then becomes the command (without libtdax.so: the supervisor does
+ * for it what the hooks would); tdax run becomes the supervisor by
+ * executing itself as `tdax serve-syscalls` with libtdax.so preloaded, so
+ * that the calls it makes for the command go through the same hooks, the
+ * same log and the same promise as any libc program's (notify.c).
+ *
+ * The filter is inherited by every process the command starts and kept
+ * across exec. SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV keeps a trapped call
+ * from being restarted by a signal once the supervisor has it (Go signals
+ * its threads often): a write made twice would be appended twice. A
+ * system call of another ABI (int 0x80, x32) fails with ENOSYS rather
+ * than pass unseen.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/intercept.h"
+#include "cli/supervise.h"
+
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
+#endif
+
+/* Always handed over. */
+static const int trapped[] = {
+	SYS_write, SYS_pwrite64, SYS_writev, SYS_pwritev, SYS_pwritev2, SYS_fsync, SYS_fdatasync,
+	SYS_ftruncate, SYS_truncate, SYS_fallocate, SYS_copy_file_range, SYS_sendfile, SYS_splice,
+	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_creat,
+	SYS_close, SYS_close_range, SYS_dup2, SYS_dup3, SYS_execve, SYS_execveat, SYS_io_uring_setup,
+};
+
+enum { NEXT = -1, ALLOW = -2, NOTIFY = -3, NOSYS = -4 };
+
+struct prog {
+	struct sock_filter f[128];
+	int jt[128], jf[128]; /* symbolic targets, resolved by finish() */
+	unsigned n;
+};
+
+static void emit(struct prog *p, unsigned short code, unsigned k, int jt, int jf)
+{
+	p->f[p->n] = (struct sock_filter){ code, 0, 0, k };
+	p->jt[p->n] = jt;
+	p->jf[p->n] = jf;
+	p->n++;
+}
+
+static unsigned arg_lo(int i)
+{
+	return (unsigned)offsetof(struct seccomp_data, args[i]); /* little-endian: the low word */
+}
+
+/* "if the call is nr and its argument arg has a bit of mask, hand it over" */
+static void emit_flagged(struct prog *p, int nr, int arg, unsigned mask, unsigned unless)
+{
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, NEXT, unless ? 3 : 2);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(arg), NEXT, NEXT);
+	if (unless)
+		emit(p, BPF_JMP | BPF_JSET | BPF_K, unless, ALLOW, NEXT);
+	emit(p, BPF_JMP | BPF_JSET | BPF_K, mask, NOTIFY, ALLOW);
+}
+
+static void finish(struct prog *p)
+{
+	unsigned allow = p->n, notify = p->n + 1, nosys = p->n + 2;
+	emit(p, BPF_RET | BPF_K, SECCOMP_RET_ALLOW, NEXT, NEXT);
+	emit(p, BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF, NEXT, NEXT);
+	emit(p, BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS, NEXT, NEXT);
+	for (unsigned i = 0; i < p->n; i++) {
+		int *t[2] = { &p->jt[i], &p->jf[i] };
+		unsigned char *out[2] = { &p->f[i].jt, &p->f[i].jf };
+		for (int j = 0; j < 2; j++) {
+			int to = *t[j];
+			unsigned dest = to == ALLOW ? allow : to == NOTIFY ? notify : to == NOSYS ? nosys
+				      : to == NEXT ? i + 1 : i + 1 + (unsigned)to;
+			*out[j] = (unsigned char)(dest - i - 1);
+		}
+	}
+}
+
+static struct sock_fprog build(struct prog *p)
+{
+	p->n = 0;
+	emit(p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, NEXT, NOSYS);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, NOSYS, NEXT); /* x32 */
+	for (size_t i = 0; i < sizeof(trapped) / sizeof(trapped[0]); i++)
+		emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)trapped[i], NOTIFY, NEXT);
+	/* Opens that create or truncate (the others change no file);
+	 * mappings that share a file's pages (writes through them are unseen). */
+	emit_flagged(p, SYS_open, 1, O_CREAT | O_TRUNC, 0);
+	emit_flagged(p, SYS_openat, 2, O_CREAT | O_TRUNC, 0);
+	emit_flagged(p, SYS_mmap, 3, MAP_SHARED, MAP_ANONYMOUS);
+	finish(p); /* the last check falls through to ALLOW */
+	return (struct sock_fprog){ .len = (unsigned short)p->n, .filter = p->f };
+}
+
+/* Install the filter on this (single-threaded) process: its listener, or -1
+ * with errno. Without CAP_SYS_ADMIN a filter needs no_new_privs. */
+static int install(void)
+{
+	static struct prog p;
+	struct sock_fprog prog = build(&p);
+	unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+	if (fd < 0 && errno == EACCES) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+			return -1;
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+	}
+	return (int)fd;
+}
+
+static int send_fd(int sock, int fd)
+{
+	char byte = 0, buf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec io = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int sock)
+{
+	char byte, buf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec io = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
+	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* The child: filter, hand the listener up, become the command. */
+static void become_command(char *const argv[], const char *app_preload, int sock, const sigset_t *old)
+{
+	if (app_preload && *app_preload)
+		setenv("LD_PRELOAD", app_preload, 1);
+	else
+		unsetenv("LD_PRELOAD");
+	int fd = install();
+	if (fd < 0) {
+		fprintf(stderr, "tdax: cannot trap the system calls of %s: seccomp: %s (needs Linux "
+			"5.19 or later); run it with --intercept libc\n", argv[0], strerror(errno));
+		_exit(126);
+	}
+	if (send_fd(sock, fd) != 0) {
+		fprintf(stderr, "tdax: cannot hand the system calls of %s to tdax: %s\n", argv[0],
+			strerror(errno));
+		_exit(126);
+	}
+	close(fd);
+	close(sock);
+	sigprocmask(SIG_SETMASK, old, NULL);
+	execvp(argv[0], argv);
+	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+int tdax_intercept_start(char *const argv[], const char *app_preload)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		fprintf(stderr, "tdax: cannot start %s: socketpair: %s\n", argv[0], strerror(errno));
+		return 126;
+	}
+	sigset_t old; /* the mask is kept across exec: the supervisor misses nothing */
+	pid_t cmd = tdax_supervise_fork(argv[0], &old);
+	if (cmd < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return 126;
+	}
+	if (cmd == 0) {
+		close(sv[0]);
+		become_command(argv, app_preload, sv[1], &old);
+	}
+	close(sv[1]);
+	int listener = recv_fd(sv[0]);
+	close(sv[0]);
+	if (listener < 0) { /* the child said why */
+		int st;
+		waitpid(cmd, &st, 0);
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 126;
+	}
+	char lfd[16], pid[16];
+	snprintf(lfd, sizeof(lfd), "%d", listener);
+	snprintf(pid, sizeof(pid), "%d", (int)cmd);
+	fcntl(listener, F_SETFD, 0);
+	setenv("TDAX_SUPERVISOR", "1", 1); /* its libtdax.so manages what it borrows */
+	char *const self[] = { "tdax", "serve-syscalls", lfd, pid, NULL };
+	execv("/proc/self/exe", self);
+	fprintf(stderr, "tdax: cannot become the supervisor of %s: exec /proc/self/exe: %s\n", argv[0],
+		strerror(errno));
+	return 126;
+}

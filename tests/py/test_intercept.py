@@ -1,0 +1,126 @@
+"""tdax run --intercept syscall (src/cli/intercept.c, notify.c): programs
+whose file calls skip libc (Go, static binaries) are seen through a seccomp
+filter and a supervisor under libtdax.so; and never silently not seen."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, TDAX, TDAX_ENV, info, run
+
+ORACLE = BUILD / "tests" / "tdax-oracle"
+
+# 300 appends of 128 B, each synced; the last line says how many were acknowledged.
+RAW = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	char rec[129];
+	int n = 0;
+	for (; n < 300; n++) {
+		snprintf(rec, sizeof(rec), "%-127d\n", n);
+		if (write(fd, rec, 128) != 128 || fdatasync(fd) != 0)
+			return 1;
+	}
+	printf("acked %d\n", n);
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def static_prog(tmp_path_factory):
+    d = tmp_path_factory.mktemp("static")
+    (d / "raw.c").write_text(RAW)
+    run("cc", "-O2", "-static", "-o", d / "raw", d / "raw.c")
+    return d / "raw"
+
+
+def status(dev):
+    return json.loads(run(TDAX, "status", "--device", dev, "--json").stdout)
+
+
+def tdax(dev, *args, env=None, **kw):
+    return run(TDAX, "run", "--device", dev, "--policy", "always", *args,
+               env={**TDAX_ENV, "TDAX_QUIET": "0", **(env or {})}, **kw)
+
+
+def test_a_static_binary_is_seen_through_the_filter(dev, diskdir, static_prog):
+    out = diskdir / "f"
+    p = tdax(dev, "--intercept", "syscall", "--", static_prog, out)
+    assert p.returncode == 0 and "acked 300" in p.stdout, p.stderr
+    assert "sees none" not in p.stderr, p.stderr
+    assert out.read_bytes() == b"".join(b"%-127d\n" % i for i in range(300))
+    s = status(dev)["counters"]
+    assert s["logged_writes"] == 300 and s["light_syncs"] >= 299, s
+
+
+def test_a_program_tdax_cannot_see_is_said_at_start(dev, diskdir, static_prog, tmp_path):
+    """The default (--intercept libc) on a static binary, and on a Go
+    program (an ELF file with Go's build-info section: how tdax tells one):
+    one line on stderr, and indeed nothing seen."""
+    p = tdax(dev, "--", static_prog, diskdir / "f")
+    assert p.returncode == 0 and "is statically linked" in p.stderr and "sees none" in p.stderr
+    assert status(dev)["counters"]["light_syncs"] == 0
+    fake_go = tmp_path / "go-prog"
+    shutil.copy("/bin/true", fake_go)
+    run("objcopy", "--add-section", f".go.buildinfo={fake_go}", fake_go, fake_go)
+    p = tdax(dev, "--", fake_go)
+    assert p.returncode == 0 and "is a Go program" in p.stderr, p.stderr
+    p = tdax(dev, "--quiet", "--", fake_go)
+    assert p.stderr == ""
+    # Trapped: nothing to say then.
+    p = tdax(dev, "--intercept", "syscall", "--", fake_go)
+    assert p.returncode == 0 and "Go program" not in p.stderr, p.stderr
+    p = tdax(dev, "--", "/bin/true")  # a libc program: nothing to say either
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = tdax(dev, "--mode", "bypass", "--intercept", "syscall", "--", "/bin/true")
+    assert p.returncode == 2 and "coherent mode only" in p.stderr
+
+
+def test_the_command_keeps_its_exit_status_its_signals_and_its_children(dev, diskdir):
+    p = tdax(dev, "--intercept", "syscall", "--", "sh", "-c",
+             "echo made > $0; mv $0 $0.moved; cat $0.moved; exit 7", diskdir / "f")
+    assert p.returncode == 7 and p.stdout == "made\n", p.stderr
+    assert status(dev)["counters"]["logged_renames"] == 1  # made by the supervisor, through the hook
+    assert (diskdir / "f.moved").read_text() == "made\n" and not (diskdir / "f").exists()
+    q = subprocess.Popen([str(TDAX), "run", "--device", dev, "--intercept", "syscall", "--",
+                          "sleep", "30"], env={**os.environ, **TDAX_ENV})
+    time.sleep(0.5)
+    q.send_signal(signal.SIGTERM)
+    assert q.wait(timeout=10) == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_the_oracle_under_the_filter_loses_nothing_acknowledged(dev, voldisk, cut):
+    """The C oracle (every write, sync, rename and truncation path) with
+    every call trapped and made by the supervisor: killed at a random
+    point, and with a power cut after the kill, every acknowledged record
+    is there after recovery."""
+    app = voldisk.mnt / "app"
+    app.mkdir()
+    oracle = voldisk.base / "oracle"  # not on the disk that loses its cache
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept",
+                          "syscall", "--", str(ORACLE), "run", str(app), str(oracle)],
+                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                         start_new_session=True)
+    time.sleep(1.5)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    time.sleep(0.2)
+    logged = info(dev)["live_records"]
+    if cut:
+        voldisk.cut()
+        voldisk.reboot()
+    r = run(TDAX, "recover", "--device", dev, *(["--power-failure"] if cut else []), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = run(ORACLE, "check", app, oracle)
+    assert c.returncode == 0, c.stdout + c.stderr
+    acked = int(c.stdout.split()[1])
+    assert acked > 100 and logged > 0, (c.stdout, logged)  # syncs were answered from the log
