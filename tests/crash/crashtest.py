@@ -31,7 +31,8 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
-                                        raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass]
+                                        raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
+                                        raw-intercept,sqlite-delete-intercept,rocksdb-intercept]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -301,10 +302,15 @@ def start(app, d, oracle, device, env, tdax):
     # upgrade of the one removed before it (docs/policy.md, "Heirs").
     # APP-bypass: bypass mode under policy always, so that every file the
     # workload holds alone is promoted after its first sync (its writes are
-    # then records only, docs/durability.md "Bypass mode").
+    # then records only, docs/durability.md "Bypass mode"). APP-intercept:
+    # under policy always with every file call trapped by the seccomp filter
+    # and made by tdax's supervisor (--intercept syscall: what a Go program
+    # or a static binary runs under; docs/durability.md).
     policy = []
     if app.endswith("-bypass"):
         policy, app = ["--mode", "bypass", "--policy", "always"], app.removesuffix("-bypass")
+    if app.endswith("-intercept"):
+        policy, app = ["--policy", "always", "--intercept", "syscall"], app.removesuffix("-intercept")
     for name in ("always", "adaptive"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
@@ -595,7 +601,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
-                    "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass")
+                    "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
+                    "raw-intercept,sqlite-delete-intercept,rocksdb-intercept")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
