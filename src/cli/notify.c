@@ -258,6 +258,7 @@ static struct borrowed *borrow(struct proc *p, int fd)
 struct call {
 	struct seccomp_notif *req;
 	struct proc *p;    /* under lock only for lookups */
+	pid_t tgid;        /* p's when found: a slot let go meanwhile is not the caller's */
 	pid_t pid;         /* the calling thread */
 	uint64_t *a;       /* its arguments */
 	struct borrowed *held[2];
@@ -267,7 +268,10 @@ struct call {
 static struct borrowed *take(struct call *c, int i, int fd)
 {
 	pthread_mutex_lock(&lock);
-	c->held[i] = borrow(c->p, fd);
+	if (c->p->tgid == c->tgid)
+		c->held[i] = borrow(c->p, fd);
+	else /* the caller was killed in its call, and its slot is another's now */
+		errno = ESRCH;
 	pthread_mutex_unlock(&lock);
 	return c->held[i];
 }
@@ -418,7 +422,10 @@ static long open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 		return r;
 	}
 	pthread_mutex_lock(&lock);
-	keep(c->p, theirs, fd);
+	if (c->p->tgid == c->tgid)
+		keep(c->p, theirs, fd);
+	else
+		close(fd);
 	pthread_mutex_unlock(&lock);
 	return theirs;
 }
@@ -538,7 +545,9 @@ static bool make(struct call *c, long *r)
 	case SYS_close: case SYS_dup2: case SYS_dup3: case SYS_close_range: case SYS_execve:
 	case SYS_execveat:
 		pthread_mutex_lock(&lock);
-		if (nr == SYS_close)
+		if (c->p->tgid != c->tgid)
+			; /* the caller was killed in its call: nothing of its to drop */
+		else if (nr == SYS_close)
 			drop_range(c->p, (unsigned)a[0], (unsigned)a[0]);
 		else if (nr == SYS_dup2 || nr == SYS_dup3)
 			drop_range(c->p, (unsigned)a[1], (unsigned)a[1]);
@@ -578,6 +587,7 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	bool made = false;
 	pthread_mutex_lock(&lock);
 	c.p = proc_of(c.pid);
+	c.tgid = c.p ? c.p->tgid : 0;
 	pthread_mutex_unlock(&lock);
 	/* The thread is still the caller (not a later one with its number). */
 	if (c.p && ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
