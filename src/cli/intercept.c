@@ -1,10 +1,15 @@
 /*
  * intercept -- the start of tdax run --intercept syscall (intercept.h): a
- * seccomp filter that hands the file system calls which change a file's
- * bytes, size or name, or make them durable, to a supervisor
- * (SECCOMP_RET_USER_NOTIF), whoever makes them: a Go runtime, a static
- * binary, inline `syscall` instructions. Everything else (reads, network,
- * futexes, ...) the kernel serves as before, without a detour.
+ * seccomp filter that hands to a supervisor (SECCOMP_RET_USER_NOTIF) the
+ * file system calls tdax must see, whoever makes them: a Go runtime, a
+ * static binary, inline `syscall` instructions.
+ *
+ * Which: every open for writing, creating or truncating (the supervisor
+ * makes it and places the descriptor at TDAX_INTERCEPT_FD_BASE or above),
+ * every change of names, and the writes, syncs, closes, duplications and
+ * shared mappings of descriptors at the base or above -- so a socket's or a
+ * pipe's writes, at the low numbers the kernel hands out, never leave the
+ * kernel, nor do reads, futexes or anything else.
  *
  * tdax run forks: the child installs the filter and passes its listener
  * up, then becomes the command (without libtdax.so: the supervisor does
@@ -46,12 +51,17 @@
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
 #endif
 
-/* Always handed over. */
-static const int trapped[] = {
+/* Always handed over: they change names, or end what the supervisor keeps. */
+static const int always[] = {
+	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_truncate, SYS_creat,
+	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup,
+};
+
+/* Handed over when their descriptor (argument 0) is at TDAX_INTERCEPT_FD_BASE
+ * or above: one the supervisor placed there (intercept.h). */
+static const int on_placed[] = {
 	SYS_write, SYS_pwrite64, SYS_writev, SYS_pwritev, SYS_pwritev2, SYS_fsync, SYS_fdatasync,
-	SYS_ftruncate, SYS_truncate, SYS_fallocate, SYS_copy_file_range, SYS_sendfile, SYS_splice,
-	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_creat,
-	SYS_close, SYS_close_range, SYS_dup2, SYS_dup3, SYS_execve, SYS_execveat, SYS_io_uring_setup,
+	SYS_ftruncate, SYS_fallocate, SYS_sendfile, SYS_close, SYS_dup,
 };
 
 enum { NEXT = -1, ALLOW = -2, NOTIFY = -3, NOSYS = -4 };
@@ -75,7 +85,8 @@ static unsigned arg_lo(int i)
 	return (unsigned)offsetof(struct seccomp_data, args[i]); /* little-endian: the low word */
 }
 
-/* "if the call is nr and its argument arg has a bit of mask, hand it over" */
+/* "if the call is nr and its argument arg has a bit of mask (and none of
+ * unless), hand it over" */
 static void emit_flagged(struct prog *p, int nr, int arg, unsigned mask, unsigned unless)
 {
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, NEXT, unless ? 3 : 2);
@@ -83,6 +94,20 @@ static void emit_flagged(struct prog *p, int nr, int arg, unsigned mask, unsigne
 	if (unless)
 		emit(p, BPF_JMP | BPF_JSET | BPF_K, unless, ALLOW, NEXT);
 	emit(p, BPF_JMP | BPF_JSET | BPF_K, mask, NOTIFY, ALLOW);
+}
+
+/* "if the call is nr and its descriptor argument arg (or arg2, unless -1)
+ * is a placed one, hand it over". Descriptors compare as unsigned: -1 is
+ * handed over too (and fails there as it would have). */
+static void emit_placed(struct prog *p, int nr, int arg, int arg2)
+{
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, NEXT, arg2 < 0 ? 2 : 4);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(arg), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, arg2 < 0 ? ALLOW : NEXT);
+	if (arg2 >= 0) {
+		emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(arg2), NEXT, NEXT);
+		emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
+	}
 }
 
 static void finish(struct prog *p)
@@ -110,13 +135,32 @@ static struct sock_fprog build(struct prog *p)
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, NEXT, NOSYS);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, NOSYS, NEXT); /* x32 */
-	for (size_t i = 0; i < sizeof(trapped) / sizeof(trapped[0]); i++)
-		emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)trapped[i], NOTIFY, NEXT);
-	/* Opens that create or truncate (the others change no file);
-	 * mappings that share a file's pages (writes through them are unseen). */
-	emit_flagged(p, SYS_open, 1, O_CREAT | O_TRUNC, 0);
-	emit_flagged(p, SYS_openat, 2, O_CREAT | O_TRUNC, 0);
-	emit_flagged(p, SYS_mmap, 3, MAP_SHARED, MAP_ANONYMOUS);
+	for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); i++)
+		emit(p, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)always[i], NOTIFY, NEXT);
+	for (size_t i = 0; i < sizeof(on_placed) / sizeof(on_placed[0]); i++)
+		emit_placed(p, on_placed[i], 0, -1);
+	emit_placed(p, SYS_copy_file_range, 2, -1); /* (in, off, out, ...): the one written */
+	emit_placed(p, SYS_splice, 2, -1);
+	emit_placed(p, SYS_dup2, 0, 1); /* from a placed one, or over one */
+	emit_placed(p, SYS_dup3, 0, 1);
+	/* fcntl(placed, F_DUPFD or F_DUPFD_CLOEXEC, ...) */
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_fcntl, NEXT, 5);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 1, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, NEXT, ALLOW);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
+	/* Opens for writing (the supervisor makes them, and places the
+	 * descriptor); shared mappings of a placed file (writes through them
+	 * are unseen: its syncs become real). */
+	emit_flagged(p, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC, 0);
+	emit_flagged(p, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC, 0);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, NEXT, 5);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(3), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JSET | BPF_K, MAP_ANONYMOUS, ALLOW, NEXT);
+	emit(p, BPF_JMP | BPF_JSET | BPF_K, MAP_SHARED, NEXT, ALLOW);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(4), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
 	finish(p); /* the last check falls through to ALLOW */
 	return (struct sock_fprog){ .len = (unsigned short)p->n, .filter = p->f };
 }

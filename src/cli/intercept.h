@@ -7,6 +7,15 @@
 #ifndef TDAX_CLI_INTERCEPT_H
 #define TDAX_CLI_INTERCEPT_H
 
+/* The supervisor gives every file the command opens for writing a
+ * descriptor number at or above this (from the top of the command's
+ * RLIMIT_NOFILE down, where the kernel's lowest-first allocation does not
+ * reach), and the filter hands over writes, syncs and closes only of such
+ * numbers: a socket's or a pipe's stay in the kernel. A write through a
+ * lower number of a file (inherited, duplicated down, or the limit too
+ * low to place it) is unseen, so that file's syncs are made real. */
+#define TDAX_INTERCEPT_FD_BASE 512
+
 /* Start argv with its file system calls trapped, and turn this process
  * into their supervisor: `tdax serve-syscalls` under the LD_PRELOAD of the
  * environment; the command's own LD_PRELOAD becomes app_preload (NULL:

@@ -4,12 +4,20 @@
  * call the filter traps (SECCOMP_IOCTL_NOTIF_RECV) and makes it itself,
  * through the C library, so that the hooks handle it as the command's own:
  * a write is logged (or not) by the policy, a sync answered from the
- * device or made real, a rename recorded before it is done. The command's
- * descriptor is borrowed once (pidfd_getfd: the same open file, so the
- * same position, flags and lease) and kept until the command closes or
- * replaces that number, or executes, or ends; its buffers are read with
- * process_vm_readv; a new file is opened here and installed in the command
- * (SECCOMP_IOCTL_NOTIF_ADDFD). The answer is the call's own result.
+ * device or made real, a rename recorded before it is done.
+ *
+ * Descriptors. The command's opens for writing are made here and the
+ * descriptor is installed in the command (SECCOMP_IOCTL_NOTIF_ADDFD) at a
+ * free number at TDAX_INTERCEPT_FD_BASE or above, kept here (the same open
+ * file: position, flags, lease) until the command closes or replaces that
+ * number, executes, or ends; a number at the base the supervisor did not
+ * place (a forked child's, one duplicated up) is borrowed with pidfd_getfd
+ * and kept the same way. Only those numbers' writes and syncs are trapped.
+ * A write through a lower number of a file is unseen, so such a file's
+ * syncs are made real (`unseen`): a duplicate made below the base, a file
+ * open for writing at a low number when a process is first seen (inherited
+ * across exec), a file that finds no free number under RLIMIT_NOFILE.
+ * Buffers are read with process_vm_readv; the answer is the call's result.
  *
  * A call on something that is not a file (a socket, a pipe), or one the
  * supervisor cannot make as the command would, goes back to the kernel
@@ -20,6 +28,7 @@
  * are then unseen, as another program's are (docs/durability.md).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +43,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sendfile.h>
@@ -72,8 +82,9 @@ struct borrowed {
 struct proc {
 	pid_t tgid;
 	int pidfd;
-	struct borrowed **fds;
+	struct borrowed **fds; /* by number, at the base and above only */
 	int nfds;
+	int next; /* where to look for a free number to place a file (-1: the top) */
 };
 
 static int listener;
@@ -84,11 +95,11 @@ static gid_t my_gid;
 
 /* ---- the command's processes and descriptors -------------------------- */
 
-/* A line of /proc/TID/status ("Tgid:", "Uid:", ...) into out; 0 or -1. */
-static int status_line(pid_t tid, const char *key, char *out, size_t len)
+/* The value of the line starting with key in the /proc file at path into
+ * out; 0 or -1. */
+static int proc_line(const char *path, const char *key, char *out, size_t len)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	char buf[4096];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -106,6 +117,22 @@ static int status_line(pid_t tid, const char *key, char *out, size_t len)
 			return 0;
 		}
 	return -1;
+}
+
+/* A line of /proc/TID/status ("Tgid:", "Uid:", ...) into out; 0 or -1. */
+static int status_line(pid_t tid, const char *key, char *out, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	return proc_line(path, key, out, len);
+}
+
+/* The open flags (octal) of a process's descriptor n. */
+static int fdinfo_flags(pid_t tgid, int n, char *out, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)tgid, n);
+	return proc_line(path, "flags:", out, len);
 }
 
 static void let_go(struct borrowed *b)
@@ -145,6 +172,44 @@ static bool ended(const struct proc *p)
 {
 	struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
 	return poll(&pf, 1, 0) == 1;
+}
+
+/* Writes to fd's file are made where tdax cannot see them: the hooks
+ * stop answering its syncs from the device (a shared mapping is how they
+ * learn it: interpose.c's mmap marks the file before it maps). */
+static void unseen(int fd)
+{
+	void *m = mmap(NULL, 1, PROT_READ, MAP_SHARED, fd, 0);
+	if (m != MAP_FAILED)
+		munmap(m, 1);
+}
+
+/* A process seen for the first time may hold files open for writing at
+ * numbers below the base (inherited across exec, or from its parent):
+ * writes through those are not trapped, so their files' syncs must be
+ * real. */
+static void unseen_below_base(pid_t tgid, int pidfd)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)tgid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		int n = atoi(e->d_name);
+		char flags[32];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || n >= TDAX_INTERCEPT_FD_BASE)
+			continue;
+		if (fdinfo_flags(tgid, n, flags, sizeof(flags)) != 0 ||
+		    (strtoul(flags, NULL, 8) & O_ACCMODE) == O_RDONLY)
+			continue;
+		int mine = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
+		struct stat st;
+		if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
+			unseen(mine);
+		if (mine >= 0)
+			close(mine);
+	}
+	if (d)
+		closedir(d);
 }
 
 /* The live process with thread group tgid, or a free slot (under lock). */
@@ -197,7 +262,8 @@ static struct proc *proc_of(pid_t tid)
 	int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 	if (pidfd < 0)
 		return NULL;
-	*free_slot = (struct proc){ .tgid = tgid, .pidfd = pidfd };
+	*free_slot = (struct proc){ .tgid = tgid, .pidfd = pidfd, .next = -1 };
+	unseen_below_base(tgid, pidfd);
 	return free_slot;
 }
 
@@ -268,10 +334,26 @@ struct call {
 static struct borrowed *take(struct call *c, int i, int fd)
 {
 	pthread_mutex_lock(&lock);
-	if (c->p->tgid == c->tgid)
+	if (c->p->tgid != c->tgid) {
+		errno = ESRCH; /* the caller was killed in its call, and its slot is another's now */
+	} else if (fd >= 0 && fd < TDAX_INTERCEPT_FD_BASE) {
+		/* Not kept: its close is not trapped, the number may be another
+		 * file's next time. Closed when the call is done. */
+		int mine = (int)syscall(SYS_pidfd_getfd, c->p->pidfd, fd, 0);
+		struct borrowed *b = mine >= 0 ? malloc(sizeof(*b)) : NULL;
+		struct stat st;
+		if (b && fstat(mine, &st) == 0) {
+			*b = (struct borrowed){ .fd = mine, .users = 1, .dropped = true,
+						.file = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) };
+			c->held[i] = b;
+		} else {
+			free(b);
+			if (mine >= 0)
+				close(mine);
+		}
+	} else {
 		c->held[i] = borrow(c->p, fd);
-	else /* the caller was killed in its call, and its slot is another's now */
-		errno = ESRCH;
+	}
 	pthread_mutex_unlock(&lock);
 	return c->held[i];
 }
@@ -398,9 +480,61 @@ static int their_dir(struct call *c, int i, int dirfd, const char *path)
 	return c->dirs[i];
 }
 
-/* An open that creates or truncates: made here, installed in the caller
- * and kept as its descriptor before the caller learns the number (a close
- * of it must find it kept). The number, or -errno. */
+/* A free number at the base or above for a file of p's (under lock): from
+ * the top of its RLIMIT_NOFILE (at most 65536: the kernel's table grows to
+ * the highest number) down, one neither kept here nor open there; -1 if
+ * none (the limit is at the base or below). */
+static int free_number(struct proc *p)
+{
+	struct rlimit rl;
+	if (prlimit(p->tgid, RLIMIT_NOFILE, NULL, &rl) != 0)
+		return -1;
+	int top = rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+	if (p->next < TDAX_INTERCEPT_FD_BASE || p->next >= top)
+		p->next = top - 1;
+	for (int tries = top - TDAX_INTERCEPT_FD_BASE; tries > 0; tries--) {
+		int n = p->next--;
+		if (p->next < TDAX_INTERCEPT_FD_BASE)
+			p->next = top - 1;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->tgid, n);
+		if ((n >= p->nfds || !p->fds[n]) && access(path, F_OK) != 0 && errno == ENOENT)
+			return n;
+	}
+	return -1;
+}
+
+/* Install mine in the caller: a regular file at a free number at the base
+ * or above (kept: the caller's descriptor there, under the filter), any
+ * other, or a file there is no such number for (its writes will be
+ * unseen), at the lowest free number, not kept. The number, or -errno. */
+static long install(struct call *c, int mine, unsigned flags, int at)
+{
+	struct stat st;
+	struct seccomp_notif_addfd add = { .id = c->req->id, .srcfd = (unsigned)mine, .newfd_flags = flags };
+	pthread_mutex_lock(&lock);
+	bool ours = c->p->tgid == c->tgid && fstat(mine, &st) == 0 && S_ISREG(st.st_mode);
+	int n = at >= 0 ? at : ours ? free_number(c->p) : -1;
+	if (n >= 0) {
+		add.flags = SECCOMP_ADDFD_FLAG_SETFD;
+		add.newfd = (unsigned)n;
+	} else if (ours) {
+		unseen(mine);
+		ours = false;
+	}
+	long theirs = ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	if (theirs < 0)
+		theirs = -errno;
+	if (theirs >= 0 && ours)
+		keep(c->p, (int)theirs, mine); /* before the caller learns the number */
+	else
+		close(mine);
+	pthread_mutex_unlock(&lock);
+	return theirs;
+}
+
+/* An open for writing, creating or truncating: made here (through the
+ * hooks), installed in the caller. The number, or -errno. */
 static long open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mode_t mode)
 {
 	char path[PATH_MAX];
@@ -413,21 +547,7 @@ static long open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 	int fd = openat(dir, path, flags | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	struct seccomp_notif_addfd add = { .id = c->req->id, .srcfd = (unsigned)fd,
-					   .newfd_flags = (unsigned)(flags & O_CLOEXEC) };
-	int theirs = ioctl(listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
-	if (theirs < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	pthread_mutex_lock(&lock);
-	if (c->p->tgid == c->tgid)
-		keep(c->p, theirs, fd);
-	else
-		close(fd);
-	pthread_mutex_unlock(&lock);
-	return theirs;
+	return install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
 }
 
 /* Make the call: its result or -errno into *r; false to let the kernel
@@ -542,15 +662,36 @@ static bool make(struct call *c, long *r)
 		*r = open_for(c, dirfd, at, flags, mode);
 		return true;
 	}
-	case SYS_close: case SYS_dup2: case SYS_dup3: case SYS_close_range: case SYS_execve:
-	case SYS_execveat:
+	case SYS_dup2: case SYS_dup3: {
+		int from = (int)a[0], to = (int)a[1];
+		pthread_mutex_lock(&lock);
+		if (c->p->tgid == c->tgid && to >= TDAX_INTERCEPT_FD_BASE && from != to)
+			drop_range(c->p, (unsigned)to, (unsigned)to);
+		pthread_mutex_unlock(&lock);
+		if (from == to || from < TDAX_INTERCEPT_FD_BASE || !(b = take(c, 0, from)) || !b->file)
+			return false;
+		if (to < TDAX_INTERCEPT_FD_BASE) { /* a placed file reached from below */
+			unseen(b->fd);
+			return false;
+		}
+		int mine = dup(b->fd); /* through the hook: the same open file, managed */
+		if (mine < 0)
+			return false;
+		*r = install(c, mine, nr == SYS_dup3 && (a[2] & O_CLOEXEC) ? O_CLOEXEC : 0, to);
+		return true;
+	}
+	case SYS_dup: case SYS_fcntl:
+		/* A duplicate at the lowest free number (or F_DUPFD's), below
+		 * the base: writes through it are unseen. */
+		if ((b = take(c, 0, (int)a[0])) && b->file)
+			unseen(b->fd);
+		return false;
+	case SYS_close: case SYS_close_range: case SYS_execve: case SYS_execveat:
 		pthread_mutex_lock(&lock);
 		if (c->p->tgid != c->tgid)
 			; /* the caller was killed in its call: nothing of its to drop */
 		else if (nr == SYS_close)
 			drop_range(c->p, (unsigned)a[0], (unsigned)a[0]);
-		else if (nr == SYS_dup2 || nr == SYS_dup3)
-			drop_range(c->p, (unsigned)a[1], (unsigned)a[1]);
 		else if (nr == SYS_close_range && !(a[2] & CLOSE_RANGE_CLOEXEC))
 			drop_range(c->p, (unsigned)a[0], (unsigned)a[1]);
 		else if (nr != SYS_close_range)
@@ -558,13 +699,9 @@ static bool make(struct call *c, long *r)
 		pthread_mutex_unlock(&lock);
 		return false;
 	case SYS_mmap:
-		/* A shared mapping of a file: the hooks then stop answering its
-		 * syncs from the device (writes through it are unseen). */
-		if ((b = take(c, 0, (int)a[4])) && b->file) {
-			void *m = mmap(NULL, 1, PROT_READ, MAP_SHARED, b->fd, 0);
-			if (m != MAP_FAILED)
-				munmap(m, 1);
-		}
+		/* A shared mapping of a placed file: writes through it are unseen. */
+		if ((b = take(c, 0, (int)a[4])) && b->file)
+			unseen(b->fd);
 		return false;
 	case SYS_io_uring_setup: {
 		/* Asynchronous writes the supervisor cannot follow: the hooks

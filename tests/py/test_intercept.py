@@ -34,12 +34,68 @@ int main(int argc, char **argv) {
 """
 
 
+# Writes the filter cannot see, then a sync through the placed descriptor:
+# it must be real. A: a placed write and sync of 256 bytes; B: 128 bytes
+# written over its second half (in place: the size guard cannot see it).
+HOLES = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char a[256], b[128];
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+int main(int argc, char **argv) {
+	memset(a, 'A', sizeof(a));
+	memset(b, 'B', sizeof(b));
+	const char *how = argv[1];
+	if (!strcmp(how, "nofile")) { /* no number above the base to place it at */
+		struct rlimit rl = { 256, 256 };
+		must(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit");
+	}
+	int fd = open(argv[2], O_WRONLY | O_CREAT, 0644);
+	must(fd >= 0, "open");
+	must(pwrite(fd, a, 256, 0) == 256 && fdatasync(fd) == 0, "A");
+	int by = fd;
+	if (!strcmp(how, "dup-down"))            /* a duplicate below the base */
+		by = dup(fd);
+	else if (!strcmp(how, "inherited"))      /* the same file, open from before exec */
+		by = atoi(argv[3]);
+	if (!strcmp(how, "fork")) {              /* the child writes through the placed one */
+		pid_t c = fork();
+		if (c == 0)
+			_exit(pwrite(fd, b, 128, 128) != 128);
+		int st;
+		must(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child");
+	} else {
+		must(pwrite(by, b, 128, 128) == 128, "B");
+	}
+	must(fdatasync(fd) == 0, "sync");
+	printf("acked fd %d\n", fd);
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+
+def build_static(tmp_path_factory, name, source):
+    d = tmp_path_factory.mktemp(name)
+    (d / f"{name}.c").write_text(source)
+    run("cc", "-O2", "-static", "-o", d / name, d / f"{name}.c")
+    return d / name
+
+
 @pytest.fixture(scope="module")
 def static_prog(tmp_path_factory):
-    d = tmp_path_factory.mktemp("static")
-    (d / "raw.c").write_text(RAW)
-    run("cc", "-O2", "-static", "-o", d / "raw", d / "raw.c")
-    return d / "raw"
+    return build_static(tmp_path_factory, "raw", RAW)
+
+
+@pytest.fixture(scope="module")
+def holes_prog(tmp_path_factory):
+    return build_static(tmp_path_factory, "holes", HOLES)
 
 
 def status(dev):
@@ -124,3 +180,33 @@ def test_the_oracle_under_the_filter_loses_nothing_acknowledged(dev, voldisk, cu
     assert c.returncode == 0, c.stdout + c.stderr
     acked = int(c.stdout.split()[1])
     assert acked > 100 and logged > 0, (c.stdout, logged)  # syncs were answered from the log
+
+
+@pytest.mark.parametrize("how", ["plain", "dup-down", "inherited", "fork", "nofile"])
+def test_writes_the_filter_does_not_see_make_the_sync_real(dev, voldisk, holes_prog, how):
+    """Only descriptors the supervisor placed at the base or above are
+    trapped. A write through a lower one -- a dup, one inherited across
+    exec, a file that could not be placed (RLIMIT_NOFILE below the base) --
+    is unseen, so the file's next sync through the placed one must be real;
+    a forked child's write through the placed number is trapped and logged.
+    Killed after the acknowledged sync, power cut: both records are there."""
+    f = voldisk.mnt / "f"
+    f.write_bytes(b"")
+    with open(f, "r+b") as inherited:
+        fd = inherited.fileno()
+        p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept",
+                              "syscall", "--", str(holes_prog), how, str(f), str(fd)],
+                             env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                             stdout=subprocess.PIPE, text=True, start_new_session=True,
+                             pass_fds=(fd,) if how == "inherited" else ())
+    line = p.stdout.readline()
+    assert line.startswith("acked fd"), line
+    placed = int(line.split()[2])
+    assert (placed >= 512) == (how != "nofile"), line
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    voldisk.cut()
+    voldisk.reboot()
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f.read_bytes() == b"A" * 128 + b"B" * 128, how
