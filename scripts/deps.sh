@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # build, and the real applications the tests run under tdax
 pkgs=(build-essential pkg-config libpmem2-dev libisal-dev libinih-dev python3 python3-venv sqlite3 util-linux
-      redis-server redis-tools rocksdb-tools librocksdb-dev postgresql postgresql-contrib
+      redis-server redis-tools rocksdb-tools librocksdb-dev postgresql postgresql-contrib etcd-server
       libfuse3-dev fuse3 e2fsprogs mount clang-14 libclang-rt-14-dev
       qemu-system-x86 ndctl busybox-static cpio kmod)  # the last line: make vmtest's guests
 pkgs+=(libpython3.11-testsuite)  # make test-cpython: CPython's suites, for /usr/bin/python3.11

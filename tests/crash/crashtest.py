@@ -32,7 +32,7 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
                                         raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
-                                        raw-intercept,sqlite-delete-intercept,rocksdb-intercept]
+                                        raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -331,6 +331,15 @@ def start(app, d, oracle, device, env, tdax):
     if app == "rocksdb":
         return subprocess.Popen(pre + [ROCKSDB_CLIENT, str(d / "db"), str(oracle)], env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if app == "etcd":
+        port, peer = free_port(), free_port()
+        # For the checker, which starts it again on them; beside the
+        # oracle, out of the disk a cut loses.
+        Path(f"{oracle}.ports").write_text(f"{port} {peer}")
+        script = (f"{' '.join(pre)} {' '.join(etcd_argv(d, port, peer))} & "
+                  f"exec {PY} {WORKLOADS} etcd {d} {oracle} {port}")
+        return subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if app == "redis":
         port = free_port()
         script = (f"{' '.join(pre)} redis-server --port {port} --bind 127.0.0.1 --dir {d} --appendonly yes "
@@ -430,6 +439,56 @@ def check_redis(d, oracle):
                                                  if lost or not valid else "")
 
 
+def etcd_argv(d, port, peer):
+    url = f"http://127.0.0.1:{peer}"
+    return ["etcd", "--name", "crash", "--data-dir", str(d / "etcd"), "--log-level", "error",
+            "--listen-client-urls", f"http://127.0.0.1:{port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{port}",
+            "--listen-peer-urls", url, "--initial-advertise-peer-urls", url,
+            "--initial-cluster", f"crash={url}"]
+
+
+def etcd_ready(port, timeout=30):
+    """Wait until etcd at port answers its health check; False if it never does."""
+    import http.client
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            if b"true" in c.getresponse().read():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def check_etcd(d, oracle):
+    """etcd itself is the integrity check: it must start on what is left
+    (it refuses a WAL it cannot read) and hold every acknowledged key."""
+    import base64
+    import http.client
+    acked = [int(x) for x in oracle.read_text().split()]
+    port, peer = (int(x) for x in Path(f"{oracle}.ports").read_text().split())
+    srv = subprocess.Popen(etcd_argv(d, port, peer), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        if not etcd_ready(port):
+            srv.terminate()
+            return len(acked), len(acked) or 1, f"etcd did not start: {srv.communicate()[1][-300:]!r}"
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        body = json.dumps({"key": base64.b64encode(b"k").decode(), "range_end": base64.b64encode(b"l").decode(),
+                           "keys_only": True})
+        c.request("POST", "/v3/kv/range", body, {"Content-Type": "application/json"})
+        kvs = json.loads(c.getresponse().read()).get("kvs", [])
+        have = {base64.b64decode(kv["key"]) for kv in kvs}
+        lost = [i for i in acked if b"k%d" % i not in have]
+    finally:
+        srv.terminate()
+        srv.wait()
+    return len(acked), len(lost), f"first lost: {lost[:3]}" if lost else ""
+
+
 def check_postgres(d, oracle):
     acked = [int(x) for x in oracle.read_text().split()]
     port = free_port()
@@ -468,7 +527,7 @@ def check_rocksdb(d, oracle):
 
 
 CHECK = {"raw": check_raw, "sqlite": check_sqlite, "redis": check_redis, "postgres": check_postgres,
-         "rocksdb": check_rocksdb}
+         "rocksdb": check_rocksdb, "etcd": check_etcd}
 
 
 def checker(app):
@@ -602,7 +661,7 @@ def main():
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
                     "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
-                    "raw-intercept,sqlite-delete-intercept,rocksdb-intercept")
+                    "raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import struct
 import sys
+import time
 import zlib
 
 MAGIC = b"TDXO"
@@ -143,6 +144,36 @@ def redis(port, oracle):
         os.write(o, b"%d\n" % i)
 
 
+def etcd(port, oracle):
+    """Sequential puts through etcd's JSON gateway on one keep-alive
+    connection; a put is acknowledged when etcd answers 200 (its WAL was
+    synced)."""
+    import base64
+    import http.client
+    import json
+    for _ in range(600):  # until it serves
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/health")
+            if b"true" in c.getresponse().read():
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    o = open_oracle(oracle)
+    i = 0
+    while True:
+        i += 1
+        body = json.dumps({"key": base64.b64encode(b"k%d" % i).decode(),
+                           "value": base64.b64encode(b"v%d" % i * (1 + i % 20)).decode()})
+        c.request("POST", "/v3/kv/put", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            raise SystemExit(f"etcd answered {r.status}")
+        os.write(o, b"%d\n" % i)
+
+
 def postgres(sockdir, port, oracle):
     """Autocommitted INSERTs through one psql session; a row is acknowledged
     when psql prints the SELECT that follows its INSERT (after the commit)."""
@@ -170,5 +201,7 @@ if __name__ == "__main__":
         sqlite(d, oracle, what.split("-")[1])
     elif what == "postgres":
         postgres(d, int(sys.argv[4]), oracle)
+    elif what == "etcd":
+        etcd(int(sys.argv[4]), oracle)
     else:
         redis(int(sys.argv[4]), oracle)
