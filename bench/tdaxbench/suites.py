@@ -5,14 +5,18 @@ A suite is a list of Configs. A config with sync=True is run without tdax
 config with syncing switched off (run without tdax), the ceiling tdax is
 compared against. Every run starts from fresh files on the disk.
 """
+import base64
+import http.client
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,9 +252,6 @@ def etcd_run(tmpfs):
     fdatasync. With tmpfs the data directory is in memory, where a sync
     costs nothing: the ceiling (etcd 3.4 cannot switch its syncs off)."""
     def run(mode, device, o):
-        import base64
-        import http.client
-        import tempfile
         with env.scratch() as d:
             data = Path(tempfile.mkdtemp(prefix="tdax-etcd-", dir="/dev/shm")) if tmpfs else d / "etcd"
             cport, pport = env.free_port(), env.free_port()
@@ -283,7 +284,6 @@ def etcd_run(tmpfs):
                     return n / (time.perf_counter() - t0)
             finally:
                 if tmpfs:
-                    import shutil
                     shutil.rmtree(data, ignore_errors=True)
     return run
 

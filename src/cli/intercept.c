@@ -167,7 +167,7 @@ static struct sock_fprog build(struct prog *p)
 
 /* Install the filter on this (single-threaded) process: its listener, or -1
  * with errno. Without CAP_SYS_ADMIN a filter needs no_new_privs. */
-static int install(void)
+static int install_filter(void)
 {
 	static struct prog p;
 	struct sock_fprog prog = build(&p);
@@ -216,7 +216,7 @@ static void become_command(char *const argv[], const char *app_preload, int sock
 		setenv("LD_PRELOAD", app_preload, 1);
 	else
 		unsetenv("LD_PRELOAD");
-	int fd = install();
+	int fd = install_filter();
 	if (fd < 0) {
 		fprintf(stderr, "tdax: cannot trap the system calls of %s: seccomp: %s (needs Linux "
 			"5.19 or later); run it with --intercept libc\n", argv[0], strerror(errno));

@@ -95,28 +95,38 @@ static gid_t my_gid;
 
 /* ---- the command's processes and descriptors -------------------------- */
 
-/* The value of the line starting with key in the /proc file at path into
- * out; 0 or -1. */
-static int proc_line(const char *path, const char *key, char *out, size_t len)
+/* The values of the lines starting with keys[0..n) in the /proc file at
+ * path into vals (lens bytes each); 0, or -1 if the file or a key is
+ * missing. */
+static int proc_lines(const char *path, const char *const keys[], char *const vals[], const size_t lens[],
+		      int n)
 {
 	char buf[4096];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t got = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	if (n <= 0)
+	if (got <= 0)
 		return -1;
-	buf[n] = '\0';
-	size_t k = strlen(key);
-	for (char *l = buf; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (!strncmp(l, key, k)) {
-			l += k;
-			l += strspn(l, " \t");
-			snprintf(out, len, "%.*s", (int)strcspn(l, "\n"), l);
-			return 0;
-		}
-	return -1;
+	buf[got] = '\0';
+	for (int i = 0; i < n; i++) {
+		size_t k = strlen(keys[i]);
+		char *l = buf;
+		while (l && strncmp(l, keys[i], k))
+			l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL;
+		if (!l)
+			return -1;
+		l += k;
+		l += strspn(l, " \t");
+		snprintf(vals[i], lens[i], "%.*s", (int)strcspn(l, "\n"), l);
+	}
+	return 0;
+}
+
+static int proc_line(const char *path, const char *key, char *out, size_t len)
+{
+	return proc_lines(path, &key, &out, &len, 1);
 }
 
 /* A line of /proc/TID/status ("Tgid:", "Uid:", ...) into out; 0 or -1. */
@@ -285,19 +295,32 @@ static struct borrowed **slot(struct proc *p, int fd)
 	return &p->fds[fd];
 }
 
-/* Keep mine as the command's descriptor fd (under lock); mine is closed
- * if it cannot be kept. */
-static struct borrowed *keep(struct proc *p, int fd, int mine)
+/* mine, as a borrowed descriptor with no user yet; NULL (mine closed) if
+ * it cannot be looked at. */
+static struct borrowed *wrap(int mine)
 {
-	struct borrowed **s = slot(p, fd), *b = s ? malloc(sizeof(*b)) : NULL;
+	struct borrowed *b = malloc(sizeof(*b));
 	struct stat st;
 	if (!b || fstat(mine, &st) != 0) {
 		free(b);
 		close(mine);
 		return NULL;
 	}
-	drop(s);
 	*b = (struct borrowed){ .fd = mine, .file = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) };
+	return b;
+}
+
+/* Keep mine as the command's descriptor fd (under lock); mine is closed
+ * if it cannot be kept. */
+static struct borrowed *keep(struct proc *p, int fd, int mine)
+{
+	struct borrowed **s = slot(p, fd), *b = s ? wrap(mine) : NULL;
+	if (!b) {
+		if (!s)
+			close(mine);
+		return NULL;
+	}
+	drop(s);
 	return *s = b;
 }
 
@@ -340,16 +363,11 @@ static struct borrowed *take(struct call *c, int i, int fd)
 		/* Not kept: its close is not trapped, the number may be another
 		 * file's next time. Closed when the call is done. */
 		int mine = (int)syscall(SYS_pidfd_getfd, c->p->pidfd, fd, 0);
-		struct borrowed *b = mine >= 0 ? malloc(sizeof(*b)) : NULL;
-		struct stat st;
-		if (b && fstat(mine, &st) == 0) {
-			*b = (struct borrowed){ .fd = mine, .users = 1, .dropped = true,
-						.file = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) };
+		struct borrowed *b = mine >= 0 ? wrap(mine) : NULL;
+		if (b) {
+			b->users = 1;
+			b->dropped = true;
 			c->held[i] = b;
-		} else {
-			free(b);
-			if (mine >= 0)
-				close(mine);
 		}
 	} else {
 		c->held[i] = borrow(c->p, fd);
@@ -449,11 +467,12 @@ static long result(long r)
  * its umask taken into this thread. */
 static bool may_act_for(const struct call *c)
 {
-	char uid[128], gid[128], groups[1024], mask[32], mine[1024];
-	if (status_line(c->pid, "Uid:", uid, sizeof(uid)) || status_line(c->pid, "Gid:", gid, sizeof(gid)) ||
-	    status_line(c->pid, "Groups:", groups, sizeof(groups)) ||
-	    status_line(c->pid, "Umask:", mask, sizeof(mask)) ||
-	    status_line(getpid(), "Groups:", mine, sizeof(mine)))
+	char path[64], uid[128], gid[128], groups[1024], mask[32], mine[1024];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
+	const char *keys[] = { "Uid:", "Gid:", "Groups:", "Umask:" };
+	char *vals[] = { uid, gid, groups, mask };
+	size_t lens[] = { sizeof(uid), sizeof(gid), sizeof(groups), sizeof(mask) };
+	if (proc_lines(path, keys, vals, lens, 4) != 0 || status_line(getpid(), "Groups:", mine, sizeof(mine)))
 		return false;
 	char want_uid[128], want_gid[128];
 	snprintf(want_uid, sizeof(want_uid), "%u\t%u\t%u\t%u", my_uid, my_uid, my_uid, my_uid);

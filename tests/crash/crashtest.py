@@ -39,8 +39,10 @@ usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,
 exit status: 0 if nothing was lost (and the control lost data every round)
 """
 import argparse
+import base64
 import concurrent.futures
 import contextlib
+import http.client
 import json
 import os
 import random
@@ -55,6 +57,8 @@ import threading
 import time
 import zlib
 from pathlib import Path
+
+from workloads import etcd_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 TDAX = str(ROOT / "build" / "bin" / "tdax")
@@ -446,22 +450,6 @@ def etcd_argv(d, port, peer):
             "--advertise-client-urls", f"http://127.0.0.1:{port}",
             "--listen-peer-urls", url, "--initial-advertise-peer-urls", url,
             "--initial-cluster", f"crash={url}"]
-
-
-def etcd_ready(port, timeout=30):
-    """Wait until etcd at port answers its health check; False if it never does."""
-    import http.client
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/health")
-            if b"true" in c.getresponse().read():
-                return True
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return False
 
 
 def check_etcd(d, oracle):

@@ -4,6 +4,9 @@ the sync or commit returned) to a file outside the crash domain.
 
 usage: workloads.py raw|sqlite-wal|sqlite-delete|redis|postgres DIR ORACLE [PORT]
 """
+import base64
+import http.client
+import json
 import os
 import socket
 import sqlite3
@@ -144,22 +147,27 @@ def redis(port, oracle):
         os.write(o, b"%d\n" % i)
 
 
+def etcd_ready(port, timeout=30):
+    """Wait until etcd at port answers its health check; False if it never does."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            if b"true" in c.getresponse().read():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 def etcd(port, oracle):
     """Sequential puts through etcd's JSON gateway on one keep-alive
     connection; a put is acknowledged when etcd answers 200 (its WAL was
     synced)."""
-    import base64
-    import http.client
-    import json
-    for _ in range(600):  # until it serves
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            c.request("GET", "/health")
-            if b"true" in c.getresponse().read():
-                break
-        except OSError:
-            pass
-        time.sleep(0.05)
+    etcd_ready(port)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     o = open_oracle(oracle)
     i = 0
     while True:
