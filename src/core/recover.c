@@ -126,6 +126,16 @@ static int region_trust(const struct tdax_device *dev, struct trust *t, struct t
 	return 0;
 }
 
+/* Why out ended as it did (cut short if long: a path may be). */
+static void say(struct tdax_recover_file *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct tdax_recover_file *out, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
+	va_end(ap);
+}
+
 static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int refuse(struct tdax_recover_file *out, enum tdax_file_outcome o, const char *fmt, ...)
@@ -356,37 +366,85 @@ static int open_anywhere(const struct trust *t, const struct tdax_file *f, const
 	return open_as_owner(t, f, f->path, out);
 }
 
+/* A file whose creation is a live record, as recovery makes it again if a
+ * power cut undid that creation. */
+struct lost {
+	char name[TDAX_FILE_PATH_MAX];       /* where it belongs */
+	char tmp[TDAX_FILE_PATH_MAX + 16];   /* where it is made first */
+	char aside[TDAX_FILE_PATH_MAX + 32]; /* where an older file at name went, or "" */
+	uint32_t mode;                       /* its permission bits */
+	uint64_t seq;                        /* of its create record */
+	bool renamed;                        /* name is a rename's, not its creation's */
+};
+
 /*
  * Where a file whose creation is a live record belongs: the name it was
- * created with, or the newest a rename record gave it since; NULL if no
+ * created with, or the newest a rename record gave it since; false if no
  * create record is live (its name was made durable before the records
- * went). Copied into name, with the record's permission bits and sequence
- * number.
+ * went).
  */
-static const char *created_name(const struct live *v, size_t n, char *name, uint32_t *mode,
-				uint64_t *seq)
+static bool created_name(const struct live *v, size_t n, struct lost *l)
 {
-	const char *at = NULL;
+	bool at = false;
 	for (size_t i = 0; i < n; i++) {
 		const char *p = NULL, *from;
 		if (v[i].h.kind == TDAX_REC_CREATE && v[i].h.len <= TDAX_FILE_PATH_MAX) {
 			char copy[TDAX_FILE_PATH_MAX]; /* the region may change meanwhile */
 			memcpy(copy, v[i].data, v[i].h.len);
 			if ((p = tdax_rec_create_path(&v[i].h, copy)) && p[0] == '/') {
-				memcpy(name, p, v[i].h.len);
-				*mode = (uint32_t)v[i].h.off & 07777;
-				*seq = v[i].h.seq;
-				at = name;
+				memcpy(l->name, p, v[i].h.len);
+				l->mode = (uint32_t)v[i].h.off & 07777;
+				l->seq = v[i].h.seq;
+				l->renamed = false;
+				at = true;
 			}
 		} else if (at && v[i].h.kind == TDAX_REC_RENAME && v[i].h.len <= 2 * TDAX_FILE_PATH_MAX) {
 			char copy[2 * TDAX_FILE_PATH_MAX];
 			memcpy(copy, v[i].data, v[i].h.len);
 			if (tdax_rec_rename_paths(&v[i].h, copy, &from, &p) && p[0] == '/' &&
-			    strlen(p) < TDAX_FILE_PATH_MAX)
-				snprintf(name, TDAX_FILE_PATH_MAX, "%s", p);
+			    strlen(p) < TDAX_FILE_PATH_MAX) {
+				snprintf(l->name, sizeof(l->name), "%s", p);
+				l->renamed = true;
+			}
 		}
 	}
 	return at;
+}
+
+/*
+ * The name the lost file of entry f was created at (not renamed to: a
+ * rename may have replaced a file there) holds a file born no later than
+ * it (birth times, on the same file system; their clock ticks in jiffies,
+ * so "the same tick" counts): one the application removed or renamed away
+ * before it made f's file there -- the name was free then -- a removal tdax
+ * held no records for, which the crash undid with the creation (a journal
+ * keeps metadata changes in order). Move it aside, to
+ * name.tdax-displaced.INODE, never over another file: kept, not deleted.
+ * 0 with l->aside set, or -1 and errno (EEXIST: not such a file).
+ */
+static int displace_older(const struct tdax_file *f, struct lost *l)
+{
+	struct tdax_ident now, was = tdax_file_ident(f);
+	if (l->renamed) {
+		errno = EEXIST;
+		return -1;
+	}
+	int pfd = tdax_sys_open(l->name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (pfd < 0)
+		return -1;
+	int rc = tdax_ident_of_fd(pfd, &now);
+	tdax_sys_close(pfd);
+	if (rc != 0 || now.dev != was.dev || !(now.flags & was.flags & TDAX_FILE_HAS_BTIME) ||
+	    now.btime > was.btime || (now.ino == was.ino && now.btime == was.btime)) {
+		errno = EEXIST;
+		return -1;
+	}
+	if (snprintf(l->aside, sizeof(l->aside), "%s.tdax-displaced.%llu", l->name,
+		     (unsigned long long)now.ino) >= (int)sizeof(l->aside)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return (int)tdax_syscall(SYS_renameat2, AT_FDCWD, l->name, AT_FDCWD, l->aside, RENAME_NOREPLACE);
 }
 
 /*
@@ -400,27 +458,28 @@ static const char *created_name(const struct live *v, size_t n, char *name, uint
  * or the remade one, which the next recovery takes as the entry's.
  */
 static int remake(struct tdax_device *dev, const struct trust *t, const struct tdax_file *f,
-		  uint32_t idx, const char *name, uint32_t mode, char *tmp,
-		  struct tdax_recover_file *out)
+		  uint32_t idx, struct lost *l, struct tdax_recover_file *out)
 {
 	uid_t uid;
 	gid_t gid;
 	bool must_own;
 	if (acting_user(t, f, &uid, &gid, &must_own, out))
 		return -1;
-	snprintf(tmp, TDAX_FILE_PATH_MAX + 16, "%s.tdax-remade", name);
+	snprintf(l->tmp, sizeof(l->tmp), "%s.tdax-remade", l->name);
 	bool as_other = as_user(uid, gid);
 	struct stat st;
 	int fd = -1, e = 0;
-	if (tdax_sys_lstat(name, &st) == 0)
-		e = EEXIST;
-	else if (errno != ENOENT)
+	const char *at = l->tmp; /* where a failure was */
+	l->aside[0] = '\0';
+	if (tdax_sys_lstat(l->name, &st) == 0 ? displace_older(f, l) != 0 : errno != ENOENT)
+		e = errno == ENOENT ? 0 : errno; /* ENOENT: gone meanwhile, the name is free */
+	if (e)
+		at = l->aside[0] ? l->aside : l->name;
+	else if (tdax_sys_unlink(l->tmp) != 0 && errno != ENOENT)
 		e = errno;
-	else if (tdax_sys_unlink(tmp) != 0 && errno != ENOENT)
+	else if ((fd = tdax_sys_open(l->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		e = errno;
-	else if ((fd = tdax_sys_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
-		e = errno;
-	else if (tdax_syscall(SYS_fchmod, fd, mode) != 0)
+	else if (tdax_syscall(SYS_fchmod, fd, l->mode) != 0)
 		e = errno;
 	as_root(as_other);
 	struct tdax_ident id;
@@ -429,22 +488,23 @@ static int remake(struct tdax_device *dev, const struct trust *t, const struct t
 	if (e) {
 		if (fd >= 0)
 			tdax_sys_close(fd);
-		return refuse(out, e == ENOENT ? TDAX_UNMATCHED : e == EEXIST ? TDAX_UNMATCHED
+		return refuse(out, e == ENOENT || e == EEXIST ? TDAX_UNMATCHED
 				   : e == EACCES || e == EPERM ? TDAX_NOT_PERMITTED : TDAX_IO_FAILED,
-			      e == EEXIST ? "the path now names another file; the file, whose "
-					    "creation the crash undid, was not made again"
+			      e == EEXIST ? "the path now names another file (born after it, or at a "
+					    "name it was renamed to); the file, whose creation the "
+					    "crash undid, was not made again"
 					  : "its creation was undone by the crash, and making it again "
-					    "as %s failed: %s", tmp, strerror(e));
+					    "(at %s) failed: %s", at, strerror(e));
 	}
 	tdax_file_set_remade(dev, tdax_file_at(dev, idx), &id);
-	snprintf(out->path, sizeof(out->path), "%s", name);
+	snprintf(out->path, sizeof(out->path), "%s", l->name);
 	return fd;
 }
 
 /* The remade file tmp (synced) takes its name, never over another file,
  * and the name is made durable. */
-static int put_in_place(const struct trust *t, const struct tdax_file *f, const char *tmp,
-			const char *name, struct tdax_recover_file *out)
+static int put_in_place(const struct trust *t, const struct tdax_file *f, const struct lost *l,
+			struct tdax_recover_file *out)
 {
 	uid_t uid;
 	gid_t gid;
@@ -452,17 +512,18 @@ static int put_in_place(const struct trust *t, const struct tdax_file *f, const 
 	if (acting_user(t, f, &uid, &gid, &must_own, out))
 		return -1;
 	bool as_other = as_user(uid, gid);
-	int rc = (int)tdax_syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, name, RENAME_NOREPLACE);
+	int rc = (int)tdax_syscall(SYS_renameat2, AT_FDCWD, l->tmp, AT_FDCWD, l->name, RENAME_NOREPLACE);
 	int e = errno;
 	as_root(as_other);
-	if (rc != 0 || tdax_sync_parent_dir(name) != 0) {
+	if (rc != 0 || tdax_sync_parent_dir(l->name) != 0) {
 		if (rc == 0)
 			e = errno;
 		return refuse(out, TDAX_IO_FAILED, "its creation was undone by the crash; it was made "
-			      "again as %s, but giving it its name failed: %s; records kept", tmp,
+			      "again as %s, but giving it its name failed: %s; records kept", l->tmp,
 			      strerror(e));
 	}
-	snprintf(out->reason, sizeof(out->reason), "made anew: the crash had undone its creation");
+	say(out, "made anew: the crash had undone its creation%s%s",
+	    l->aside[0] ? "; the older file it had brought back to the name is kept at " : "", l->aside);
 	return 0;
 }
 
@@ -508,9 +569,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	snprintf(out->path, sizeof(out->path), "%s", f->path);
 	out->records = n;
 	int fd = -1;
-	char name[TDAX_FILE_PATH_MAX], tmp[TDAX_FILE_PATH_MAX + 16];
-	uint32_t mode = 0;
-	uint64_t created_seq = 0;
+	struct lost lost;
 	bool remade = false;
 	if (!tdax_file_valid(f) || f->gen != gen)
 		refuse(out, TDAX_UNMATCHED, "the file entry changed during recovery; run tdax "
@@ -521,12 +580,12 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 	 * by the application; made again if its creation was acknowledged: a
 	 * sync of the file was answered, or a directory sync after it (dirs.h,
 	 * light_seq; any directory's: which one is not kept). */
-	bool created = created_name(v, n, name, &mode, &created_seq);
+	bool created = created_name(v, n, &lost);
 	bool acked = atomic_load(&f->rt.synced) ||
-		     (created && created_seq <= atomic_load(&tdax_dirs(dev)->light_seq));
+		     (created && lost.seq <= atomic_load(&tdax_dirs(dev)->light_seq));
 	if (fd < 0 && out->outcome == TDAX_UNMATCHED && rep->replay && !atomic_load(&f->rt.removed) &&
 	    created && acked) {
-		fd = remake(dev, t, f, idx, name, mode, tmp, out);
+		fd = remake(dev, t, f, idx, &lost, out);
 		remade = fd >= 0;
 	}
 	if (fd < 0) {
@@ -610,7 +669,7 @@ static void recover_file(struct tdax_device *dev, const struct tdax_recover_opts
 		return;
 	}
 	tdax_sys_close(fd);
-	if (remade && put_in_place(t, f, tmp, name, out) != 0)
+	if (remade && put_in_place(t, f, &lost, out) != 0)
 		return;
 	tdax_file_release(dev, idx, gen, upto > last ? upto : last);
 	if (remade) {

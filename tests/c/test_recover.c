@@ -394,8 +394,9 @@ static int created_then_lost(struct tdax_device *dev, struct tfile *a, const cha
 	return unlink(a->path);
 }
 
-/* Another file took the name of one whose creation the crash undid: it is
- * neither written nor replaced, and the records stay (unmatched). */
+/* Another file, born after it, took the name of one whose creation the
+ * crash undid: it is neither written nor replaced nor moved, and the
+ * records stay (unmatched). */
 TEST(a_created_files_name_taken_by_another_file_is_left_alone)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
@@ -404,6 +405,7 @@ TEST(a_created_files_name_taken_by_another_file_is_left_alone)
 	CHECK(created_then_lost(dev, &a, "taken") == 0);
 	a.size = strlen("someone else's");
 	memcpy(a.expect, "someone else's", a.size);
+	usleep(50000); /* birth times tick in jiffies: born strictly later */
 	int other = open(a.path, O_WRONLY | O_CREAT | O_EXCL, 0644);
 	CHECK(other >= 0 && write(other, a.expect, a.size) == (ssize_t)a.size);
 	close(other);
@@ -413,6 +415,37 @@ TEST(a_created_files_name_taken_by_another_file_is_left_alone)
 	CHECK(live_records(dev) == 2);
 	tdax_recover_report_free(&r);
 	unlink(a.path);
+	tdax_device_close(dev);
+}
+
+/* The name of one whose creation the crash undid holds a file born before
+ * it, which the application had removed (no records: the crash undid that
+ * too): moved aside, kept whole, and the acknowledged file made anew. */
+TEST(an_older_file_at_a_lost_files_name_is_moved_aside)
+{
+	struct tdax_device *dev = tdax_test_new_device(0, 0);
+	CHECK(dev);
+	static struct tfile a;
+	char old[600], aside[640];
+	snprintf(old, sizeof(old), "%s/older", tdax_test_dir());
+	int o = open(old, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	struct stat st;
+	CHECK(o >= 0 && write(o, "older", 5) == 5 && fstat(o, &st) == 0 && close(o) == 0);
+	CHECK(created_then_lost(dev, &a, "brought-back") == 0);
+	CHECK(rename(old, a.path) == 0); /* its removal undone */
+	snprintf(aside, sizeof(aside), "%s.tdax-displaced.%llu", a.path, (unsigned long long)st.st_ino);
+	struct tdax_recover_report r;
+	CHECK(replay(dev, &r) == 0);
+	CHECK(r.nfiles == 1 && r.files[0].outcome == TDAX_RECOVERED && file_is(&a));
+	CHECK(strstr(r.files[0].reason, aside) != NULL);
+	char buf[8] = { 0 };
+	int fd = open(aside, O_RDONLY);
+	CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 5 && memcmp(buf, "older", 5) == 0);
+	close(fd);
+	CHECK(live_records(dev) == 0);
+	tdax_recover_report_free(&r);
+	unlink(a.path);
+	unlink(aside);
 	tdax_device_close(dev);
 }
 

@@ -177,6 +177,53 @@ os.kill(os.getpid(), 9)
     assert info(dev)["live_records"] == 0 and info(dev)["files_registered"] == 0
 
 
+@pytest.mark.parametrize("born", ["before", "after"])
+def test_a_file_made_anew_moves_aside_an_older_one_the_cut_brought_back(dev, voldisk, born):
+    """A file tdax never held records of is unlinked (no sync makes that
+    durable) and a new one is made at its name and synced lightly: the cut
+    undoes both, bringing the old file back to the name. Recovery makes the
+    acknowledged file again at its name and keeps the old one, born before
+    it, beside it (never deleted, never overwritten); a file born after it
+    is never moved."""
+    path = voldisk.mnt / "scratch"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)  # made and durable without tdax
+    os.write(fd, b"the old file"); os.fsync(fd); os.close(fd)
+    dfd = os.open(voldisk.mnt, os.O_RDONLY); os.fsync(dfd); os.close(dfd)
+    old_ino = path.stat().st_ino
+    code = r"""
+import os, sys
+path = sys.argv[1]
+os.unlink(path)                                         # no record: tdax never held it
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"ACKED"); os.fdatasync(fd)                # lightweight: acknowledged
+print("done", flush=True)
+os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, path, env=HOLD, check=None)
+    assert "done" in p.stdout and info(dev)["live_records"] >= 2, p.stdout + p.stderr
+    voldisk.cut()
+    voldisk.reboot()
+    assert path.read_bytes() == b"the old file"  # the cut undid the unlink and the creation
+    if born == "after":
+        # Made at the name after the acknowledged file was (by someone
+        # tdax did not see): not tdax's to move. Reported, records kept.
+        path.unlink()
+        path.write_bytes(b"a newer file")
+        r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+        rep = json.loads(r.stdout)
+        assert r.returncode == 3 and path.read_bytes() == b"a newer file", rep
+        assert [f["outcome"] for f in rep["files"]] == ["unmatched"], rep
+        assert sorted(os.listdir(voldisk.mnt)) == ["lost+found", "scratch"]
+        return
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    rep = json.loads(r.stdout)
+    aside = path.with_name("scratch.tdax-displaced.%d" % old_ino)
+    assert r.returncode == 0 and path.read_bytes() == b"ACKED", rep
+    assert aside.read_bytes() == b"the old file", sorted(os.listdir(voldisk.mnt))
+    f = rep["files"][0]
+    assert f["outcome"] == "recovered" and "made anew" in f["reason"] and str(aside) in f["reason"], rep
+
+
 def after_let_go(dev, seconds=4):
     """The device once a write-back pass has let removed files go (records
     released, then the counters flushed), or as it is after `seconds`."""
