@@ -282,12 +282,23 @@ def free_port():
 PGBIN = "/usr/lib/postgresql/15/bin"
 
 
-def pg_ready(sockdir, port):
+def pg_ready(srv, sockdir, port, log):
+    """Until the server srv answers; if it does not, why (its log)."""
     for _ in range(300):
         if sh(f"{PGBIN}/pg_isready", "-h", sockdir, "-p", port, check=False).returncode == 0:
             return
+        if srv.poll() is not None:
+            break
         time.sleep(0.1)
-    raise RuntimeError("postgres did not come up")
+    raise RuntimeError(f"postgres did not come up (exit {srv.poll()}): {log.read_text()[-600:]!r}")
+
+
+def pg_start(argv, d, log, **kw):
+    """A PostgreSQL server of data directory d/data, its log in log."""
+    with open(log, "ab") as f:
+        return subprocess.Popen(as_postgres(argv + ["-D", d / "data", "-p", kw.pop("port"), "-k", d,
+                                                    "-c", "listen_addresses="]),
+                                stdout=subprocess.DEVNULL, stderr=f, **kw)
 
 
 def as_postgres(argv):
@@ -324,11 +335,9 @@ def start(app, d, oracle, device, env, tdax):
         sh("chown", "postgres:postgres", d)
         sh(*as_postgres([f"{PGBIN}/initdb", "-D", d / "data", "-A", "trust", "--data-checksums"]))
         port = free_port()
-        srv = subprocess.Popen(as_postgres(pre + [f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
-                                                  "-c", "listen_addresses="]),
-                               env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        pg_ready(d, port)
+        srv = pg_start(pre + [f"{PGBIN}/postgres"], d, d / "postgres.log", port=port, env=env,
+                       start_new_session=True)
+        pg_ready(srv, d, port, d / "postgres.log")
         cli = subprocess.Popen([PY, WORKLOADS, app, str(d), str(oracle), str(port)], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return [srv, cli]
@@ -480,11 +489,14 @@ def check_etcd(d, oracle):
 def check_postgres(d, oracle):
     acked = [int(x) for x in oracle.read_text().split()]
     port = free_port()
-    srv = subprocess.Popen(as_postgres([f"{PGBIN}/postgres", "-D", d / "data", "-p", port, "-k", d,
-                                        "-c", "listen_addresses="]),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Every process of the crashed server is gone (kill_tree, wait_gone):
+    # its lock file is stale. PostgreSQL would take it for a live server's
+    # if its PID now belonged to another process of user postgres (PIDs
+    # wrap at 32768 here; another line's server may have it).
+    (d / "data" / "postmaster.pid").unlink(missing_ok=True)
+    srv = pg_start([f"{PGBIN}/postgres"], d, d / "checker.log", port=port)
     try:
-        pg_ready(d, port)
+        pg_ready(srv, d, port, d / "checker.log")
         conn = ["-h", d, "-p", str(port), "-U", "postgres"]
         rows = sh("psql", *conn, "-tAc", "SELECT id FROM t", "postgres", check=False)
         have = set(int(x) for x in rows.stdout.split()) if rows.returncode == 0 else set()

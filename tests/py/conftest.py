@@ -111,6 +111,31 @@ def voldisk(tmp_path):
     disk.detach()
 
 
+def waited(p, timeout):
+    """p's exit status, or a failure saying what every process of its tree
+    was doing (state, kernel wait, signal masks, per thread) when the
+    timeout ran out: a hang seen once is a hang explained."""
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    lines = []
+    for q in crashtest.descendants(p.pid):
+        for t in sorted(os.listdir(f"/proc/{q}/task")) if os.path.isdir(f"/proc/{q}/task") else []:
+            base = f"/proc/{q}/task/{t}"
+            try:
+                status = dict(ln.split(":\t", 1) for ln in Path(base, "status").read_text().splitlines()
+                              if ":\t" in ln)
+                wchan = Path(base, "wchan").read_text()
+                cmd = Path(f"/proc/{q}/cmdline").read_bytes().replace(b"\0", b" ")[:80].decode()
+            except OSError:
+                continue
+            lines.append(f"{q}/{t} {status.get('Name')} {status.get('State')} wchan={wchan} "
+                         + " ".join(f"{k}={status.get(k)}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
+                         + f" [{cmd}]")
+    pytest.fail(f"still running after {timeout} s:\n" + "\n".join(lines))
+
+
 @contextmanager
 def started(device, code, *args, env=None, policy="always"):
     """Python code under `tdax run` in a session of its own, stdout and

@@ -8,7 +8,7 @@ import random
 import signal
 import time
 
-from conftest import PY, TDAX, crashtest, info, power_cut, run, started, tdax_run
+from conftest import PY, TDAX, crashtest, info, power_cut, run, started, tdax_run, waited
 
 BYPASS = {"TDAX_MODE": "bypass"}
 
@@ -278,7 +278,7 @@ time.sleep(30)
     with started(dev, code, env=BYPASS) as p:
         assert p.stdout.readline().strip() == "ready"
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) == 3
+        assert waited(p, 10) == 3
         assert p.stdout.readline().strip() == "got TERM"
 
 
