@@ -228,19 +228,32 @@ def exe_of(pid):
         return None
 
 
+def ended(pid):
+    """Has every thread of pid ended (a zombie of another parent counts)?
+    The leader is a zombie as soon as it has exited itself, while its other
+    threads may still be on their way out -- and tdax counts a thread that
+    has not ended as one still writing (src/core/util.c, tdax_task_alive)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for t in tasks:
+        try:
+            if Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX":
+                return False
+        except (OSError, IndexError):
+            pass
+    return True
+
+
 def wait_gone(pids, timeout=30):
-    """Until no process of pids is left (zombies of another parent count as gone)."""
+    """Until every thread of every process of pids has ended."""
     deadline = time.time() + timeout
     for q in pids:
-        while time.time() < deadline:
-            try:
-                if Path(f"/proc/{q}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
-                    break
-            except (OSError, IndexError):
-                break
+        while not ended(q):
+            if time.time() >= deadline:
+                raise RuntimeError(f"process {q} ({exe_of(q)}) did not end within {timeout} s")
             time.sleep(0.01)
-        else:
-            raise RuntimeError(f"process {q} ({exe_of(q)}) did not end within {timeout} s")
 
 
 @contextlib.contextmanager
