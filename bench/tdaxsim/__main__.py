@@ -6,8 +6,14 @@
                 [--cost KEY=VALUE ...] [--sweep KEY=FROM:TO:STEP ...] [--json] [--out DIR]
 
 Policies: thesis (the runtime's own code, heirs included), always, never,
-fsync-streak (SPFS), bandwidth (Transparent DAX Mappings), adaptive (the
-runtime's: thesis with thresholds of its own per range and upgrade-ahead).
+fsync-streak (SPFS), bandwidth (Transparent DAX Mappings: bypass mode's
+selection, src/policy/select.c, as the upgrade policy: the files it picks
+logged whole), adaptive (the runtime's: thesis with thresholds of its own per
+range and upgrade-ahead), bypass (bypass mode: files the selection takes
+are promoted at a sync, then every write of them is deferred -- logged --
+and every sync a fence until demotion: unselected, write-back, log full;
+other files follow thesis; reported as promotions, demotions,
+deferred_writes).
 Costs (microseconds unless named): real_sync_us, light_sync_us, write_us,
 log_record_us, log_ns_per_byte. A sweep runs the thesis policy over the grid
 on all cores and plots heatmaps of the lightweight-sync fraction and the
@@ -162,6 +168,8 @@ def sim_cmd(argv):
         return
     cols = ["light_syncs", "real_syncs", "light_fraction", "logged_bytes", "peak_device_bytes",
             "upgrades", "downgrades", "oscillations", "reactivity_ms", "est_speedup"]
+    if any(r["promotions"] or r["policy"] == "bypass" for r in results):
+        cols += ["promotions", "deferred_fraction"]
     print(f"{'policy':<13}" + "".join(f"{c:>18}" for c in cols))
     for r in results:
         print(f"{r['policy']:<13}" + "".join(f"{str(r[c]):>18}" for c in cols))

@@ -1,7 +1,8 @@
-"""ctrack -- the runtime's policy code (src/policy/track.c, built as
-build/lib/libtdaxtrack.so) through ctypes: the simulator decides exactly as
-the runtime does. The tdax command names the library in TDAX_TRACK_LIB (an
-installed tdax's is beside libtdax.so); else the build tree's."""
+"""ctrack -- the runtime's policy code (src/policy/track.c, and bypass mode's
+selection, src/policy/select.c; built as build/lib/libtdaxtrack.so) through
+ctypes: the simulator decides exactly as the runtime does. The tdax command
+names the library in TDAX_TRACK_LIB (an installed tdax's is beside
+libtdax.so); else the build tree's."""
 import ctypes
 import os
 from pathlib import Path
@@ -11,6 +12,10 @@ LIB = Path(os.environ.get("TDAX_TRACK_LIB")
 KEEP, UPGRADE, DOWNGRADE = 0, 1, 2
 NONE, TO_UPGRADE, UPGRADING, UPGRADED, TO_DOWNGRADE, DOWNGRADING = range(6)
 LOGGED = {UPGRADED, TO_DOWNGRADE, DOWNGRADING}
+# src/policy/select.h
+KEEP_PCT = 25       # TDAX_SELECT_KEEP_PCT: a promoted file's bonus in the ranking
+RECORD_BYTES = 64   # TDAX_SELECT_RECORD_BYTES: device bytes per record beyond its data
+UNIT_SHIFT = 6      # TDAX_PROFILE_UNIT_SHIFT: profiles count bytes in units of 64
 
 
 class Tunables(ctypes.Structure):
@@ -37,6 +42,37 @@ class Legacy(ctypes.Structure):
                 ("upgraded", ctypes.c_bool)]
 
 
+class Window(ctypes.Structure):
+    """struct tdax_window (src/core/ranges.h): TDAX_WIN_BUCKETS buckets."""
+    _fields_ = [("b", ctypes.c_uint64 * 8)]
+
+
+class Profile(ctypes.Structure):
+    """struct tdax_profile (src/policy/select.h): units of 64 bytes read, written
+    in place, appended; writes; syncs."""
+    _fields_ = [("rd", Window), ("wr", Window), ("ap", Window), ("ops", Window), ("sy", Window)]
+
+
+class Rates(ctypes.Structure):
+    """struct tdax_rates: bytes and writes per second; syncs: how many in
+    the window (a count)."""
+    _fields_ = [("read", ctypes.c_uint64), ("write", ctypes.c_uint64), ("append", ctypes.c_uint64),
+                ("ops", ctypes.c_uint64), ("syncs", ctypes.c_uint64)]
+
+
+class SelectParams(ctypes.Structure):
+    """struct tdax_select_params."""
+    _fields_ = [("capacity", ctypes.c_uint64), ("floor", ctypes.c_uint64), ("hold_ns", ctypes.c_uint64),
+                ("keep_pct", ctypes.c_uint32)]
+
+
+class Candidate(ctypes.Structure):
+    """struct tdax_candidate: rates and promoted in; score, footprint and
+    selected out."""
+    _fields_ = [("rates", Rates), ("score", ctypes.c_uint64), ("footprint", ctypes.c_uint64),
+                ("promoted", ctypes.c_bool), ("selected", ctypes.c_bool)]
+
+
 def carry_page(gran_order):
     """src/policy/track.h, tdax_track_carry_page."""
     pages = 1 << gran_order
@@ -49,6 +85,8 @@ def load():
     lib = ctypes.CDLL(str(LIB))
     R, T, L = ctypes.POINTER(Range), ctypes.POINTER(Tunables), ctypes.POINTER(Legacy)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    P, Ra = ctypes.POINTER(Profile), ctypes.POINTER(Rates)
+    C, SP = ctypes.POINTER(Candidate), ctypes.POINTER(SelectParams)
     sig = {"tdax_track_write": (None, [R, T, u64, u64, u64]),
            "tdax_track_sync": (ctypes.c_int, [R, T, u64, ctypes.c_bool]),
            "tdax_track_reevaluate": (ctypes.c_int, [R, T, u64]),
@@ -60,7 +98,15 @@ def load():
            "tdax_track_adapt": (None, [R, T, u64, u32, T]),
            "tdax_track_reaction": (u64, [R, ctypes.c_int, u64]),
            "tdax_track_bequeath": (None, [R, T, u64, L]),
-           "tdax_track_inherit": (ctypes.c_bool, [R, L, T, u64])}
+           "tdax_track_inherit": (ctypes.c_bool, [R, L, T, u64]),
+           "tdax_profile_read": (None, [P, u64, u64, u64]),
+           "tdax_profile_write": (None, [P, u64, u64, u64, ctypes.c_bool]),
+           "tdax_profile_sync": (None, [P, u64, u64]),
+           "tdax_profile_rates": (None, [P, u64, u64, Ra]),
+           "tdax_select_bandwidth": (u64, [Ra]),
+           "tdax_select_total": (u64, [C, ctypes.c_size_t, SP]),
+           "tdax_select": (u64, [C, ctypes.POINTER(u32), ctypes.c_size_t, SP]),
+           "tdax_select_due": (ctypes.c_bool, [u64, u64])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

@@ -7,13 +7,13 @@ releases the file's records). Records are also released by background
 checkpoints (after TDAX_WB_AGE_MS), by downgrade jobs, and under pressure.
 """
 import ctypes
-from collections import defaultdict, deque
+from collections import defaultdict
 
 from . import ctrack
 from .trace import CREATE, KERNEL_ONLY, META, METADATA, OPEN, REAL, SYNC, WRITE
 
 PAGE = 12
-REC = 64  # record header bytes
+REC = ctrack.RECORD_BYTES  # record header bytes (log.h)
 
 
 class File:
@@ -24,6 +24,7 @@ class File:
         self.first_log = None
         self.last_sync = None
         self.syncs = 0
+        self.real_syncs = 0
         self.first_sync_t = None
         self.upgraded_at = None  # (time, syncs) of its first upgrade
         self.downgraded_after = []  # time from its last sync to each downgrade
@@ -50,7 +51,21 @@ class Always:
         return False
 
     def write(self, fid, f, off, n, t):
+        """A write of n bytes at off (no flags, file not kernel-only): True
+        if the policy logs it."""
         return True
+
+    def wrote(self, fid, f, off, n, t, stored):
+        """After every write: stored, whether it went into the device."""
+
+    def uncovered(self, fid, f, t, why="kernel"):
+        """The file's next sync is real now (a change no record covers).
+        why: "full" (the log had no room for a write the policy logs),
+        "unlogged" (a write the policy does not log), "kernel" (a change
+        only the kernel makes: a create, metadata, a write with flags)."""
+
+    def checkpointed(self, fid):
+        """The file's records were written back (released)."""
 
     def sync(self, fid, f, t):
         pass
@@ -260,56 +275,230 @@ class FsyncStreak(Always):
                     break
 
 
+class Selection:
+    """Bypass mode's selection as the runtime runs it (src/preload/selection.c
+    over src/policy/select.c, through ctypes), over the simulated files.
+
+    Per file a profile: bytes written in place and appended (a write at or
+    past the highest end offset seen of the file), writes, and the syncs, over
+    a sliding window (the trace has no reads). The candidates of a selection
+    are the files profiled within the window; tdax_select ranks those that
+    synced in it by bandwidth and takes them while their footprints -- their
+    records for hold_ns, the write-back age or the window if shorter -- fit
+    `share` of the device. `promoted` (the caller's) is the selection's
+    input: those files rank with KEEP_PCT more.
+
+    select(t, always) is selection.c's select_now: it applies the ranking
+    (the set `selected`) only if always, if the candidates changed,
+    or if tdax_select_due finds their total bandwidth (tdax_select_total)
+    moved by more than a quarter since the last applied one; a file profiled
+    last more than a window ago is dropped either way. due(t): the
+    write-back's every EVERY_NS. takes(fid, t) is tdax_selection_takes, asked
+    at a sync: a file not selected asks for a selection at once if its
+    bandwidth doubled since it was last refused, or RETRY_NS after the last
+    selection."""
+    EVERY_NS = 100_000_000  # TDAX_SELECTION_EVERY_NS
+    RETRY_NS = 10_000_000   # TDAX_SELECTION_RETRY_NS
+
+    def __init__(self, sim, share=0.5, floor=0, window_ns=1_000_000_000):
+        self.sim, self.lib = sim, ctrack.load()
+        self.share_pct, self.floor, self.window = round(share * 100), floor, window_ns
+        self.hold = min(sim.age, window_ns)
+        self.profiles, self.profiled, self.end = {}, {}, {}  # file -> Profile, its last call, highest end
+        self.promoted, self.selected, self.refused = set(), set(), {}
+        self.selected_ns = None       # the last selection, applied or not
+        self.last_total, self.last_set = 0, frozenset()  # of the last applied one
+
+    def forget(self, fid):
+        for d in (self.profiles, self.profiled, self.end, self.refused):
+            d.pop(fid, None)
+        self.promoted.discard(fid)
+        self.selected.discard(fid)
+
+    def profile(self, fid, t):
+        self.profiled[fid] = t
+        p = self.profiles.get(fid)
+        if p is None:
+            p = self.profiles[fid] = ctrack.Profile()
+        return ctypes.byref(p)
+
+    def wrote(self, fid, off, n, t):
+        if n:
+            end = self.end.get(fid, 0)
+            self.lib.tdax_profile_write(self.profile(fid, t), self.window, t, n, off >= end)
+            self.end[fid] = max(end, off + n)
+
+    def synced(self, fid, t):
+        self.lib.tdax_profile_sync(self.profile(fid, t), self.window, t)
+
+    def rates(self, fid, t, into):
+        self.lib.tdax_profile_rates(ctypes.byref(self.profiles[fid]), self.window, t, ctypes.byref(into))
+
+    def bandwidth(self, fid, t):
+        r = ctrack.Rates()
+        self.rates(fid, t, r)
+        return self.lib.tdax_select_bandwidth(ctypes.byref(r))
+
+    def capacity(self):
+        return self.sim.capacity // 100 * self.share_pct
+
+    def due(self, t):
+        return self.selected_ns is None or t - self.selected_ns >= self.EVERY_NS
+
+    def select(self, t, always, capacity=None):
+        """True if a new selection was applied."""
+        fids = [fid for fid, when in self.profiled.items() if t - when <= self.window]
+        self.selected &= set(fids)
+        self.selected_ns = t
+        c = (ctrack.Candidate * max(1, len(fids)))()
+        for i, fid in enumerate(fids):
+            self.rates(fid, t, c[i].rates)
+            c[i].promoted = fid in self.promoted
+        params = ctypes.byref(ctrack.SelectParams(self.capacity() if capacity is None else capacity,
+                                                  self.floor, self.hold, ctrack.KEEP_PCT))
+        total = self.lib.tdax_select_total(c, len(fids), params)
+        if not (always or frozenset(fids) != self.last_set or self.lib.tdax_select_due(self.last_total, total)):
+            return False
+        self.lib.tdax_select(c, (ctypes.c_uint32 * max(1, len(fids)))(), len(fids), params)
+        self.last_total, self.last_set = total, frozenset(fids)
+        self.selected = {fid for i, fid in enumerate(fids) if c[i].selected}
+        return True
+
+    def takes(self, fid, t):
+        if fid in self.selected:
+            return True
+        bw = self.bandwidth(fid, t)
+        recent = self.selected_ns is not None and t - self.selected_ns < self.RETRY_NS
+        if bw < self.floor or not bw or (bw < 2 * self.refused.get(fid, 0) and recent):
+            return False
+        self.select(t, True)
+        taken = fid in self.selected
+        self.refused[fid] = 0 if taken else bw
+        return taken
+
+
 class Bandwidth(Always):
-    """The Transparent DAX Mappings selection (§4): per-file write bandwidth
-    over a sliding window; every interval the files with the highest
-    bandwidth are selected greedily while their footprint (bytes written in
-    the window) fits the device; a new selection is applied only when it
-    differs and some bandwidth changed by more than 20 %."""
+    """The Transparent DAX Mappings selection (§4.3, §4.4) as the upgrade
+    policy itself: bypass mode's Selection (src/policy/select.c) with `share`
+    of the device, every 100 ms (the write-back's), its files logged whole
+    from then on (upgraded), the others not at all. Under pressure the
+    selection is applied at once with half the share."""
     name = "bandwidth"
 
-    def __init__(self, sim, window_ns=1_000_000_000, every_ns=100_000_000):
+    def __init__(self, sim, share=0.9, floor=0, **selection):
         super().__init__(sim)
-        self.window, self.every = window_ns, every_ns
-        self.hist = defaultdict(deque)
-        self.bytes = defaultdict(int)
-        self.up, self.last_bw, self.next = set(), {}, 0
+        self.selection = Selection(sim, share, floor, **selection)
         self.down_at = {}
 
+    def forget(self, fid):
+        self.selection.forget(fid)
+
     def write(self, fid, f, off, n, t):
-        self.hist[fid].append((t, n))
-        self.bytes[fid] += n
-        return fid in self.up
+        return fid in self.selection.promoted
+
+    def wrote(self, fid, f, off, n, t, stored):
+        self.selection.wrote(fid, off, n, t)
+
+    def sync(self, fid, f, t):
+        self.selection.synced(fid, t)
 
     def tick(self, t, pressure):
-        if t < self.next:
+        sel = self.selection
+        if not sel.due(t):
             return
-        self.next = t + self.every
-        bw = {}
-        for fid, h in self.hist.items():
-            while h and h[0][0] < t - self.window:
-                self.bytes[fid] -= h.popleft()[1]
-            if self.bytes[fid]:
-                bw[fid] = self.bytes[fid]
-        changed = set(bw) != set(self.last_bw) or any(
-            abs(bw[k] - self.last_bw.get(k, 0)) > 0.2 * max(bw[k], 1) for k in bw)
-        if not changed and not pressure:
-            return
-        self.last_bw = bw
-        budget, chosen = 0.9 * self.sim.capacity * (0.5 if pressure else 1), set()
-        for fid in sorted(bw, key=bw.get, reverse=True):
-            if bw[fid] <= budget:
-                chosen.add(fid)
-                budget -= bw[fid]
-        for fid in chosen - self.up:
+        sel.select(t, pressure, sel.capacity() // 2 if pressure else None)
+        for fid in sel.selected - sel.promoted:
             self.sim.upgraded(fid, 0, t, self.down_at.get(fid))
-        for fid in self.up - chosen:
+        for fid in sel.promoted - sel.selected:
             self.down_at[fid] = t
             self.sim.downgraded(fid, t)
-        self.up = chosen
+        sel.promoted = set(sel.selected)
 
 
-POLICIES = {p.name: p for p in (Thesis, Always, Never, FsyncStreak, Bandwidth, Adaptive)}
+class Bypass(Thesis):
+    """Bypass mode (`tdax run --mode bypass`, src/preload/bypass.c) over the
+    thesis policy. After any sync that went well (light, or real: then
+    everything is on flash and the file covered either way) of a file not
+    promoted and not kernel-only that holds a write lease -- the runtime
+    takes one at a file's first lightweight sync (coherent.c) -- the
+    Selection is asked (takes, tdax_selection_takes); a file it takes is
+    promoted. While promoted,
+    every write of the file goes into the device (deferred) whatever the
+    thesis policy says of its ranges, so its syncs are light (a fence);
+    the thesis bookkeeping (tdax_track_write, tdax_track_sync) runs for
+    every write and sync all the same, as the runtime's deferred() and
+    light() call tracking. A promoted file is demoted when a selection
+    (every 100 ms) drops it (demotions_unselected), when the write-back
+    releases its records (the age write-back or a downgrade job: a
+    checkpoint demotes first, demotions_writeback), when the log has no
+    room for its write (that write is not stored and the file is uncovered,
+    demotions_full), when only the kernel can make a change of it (a write
+    with flags, a truncate or other metadata change: demotions_kernel), and
+    when its entry names another file (it was closed and removed,
+    demotions_gone). Files not promoted follow the thesis
+    policy. Breaks of leases, other descriptors, reads and processes are
+    not modelled (the selection is one for all processes of the trace; the
+    runtime's is per process)."""
+    name = "bypass"
+
+    def __init__(self, sim, share=0.5, floor=0, **selection):
+        super().__init__(sim)
+        self.selection = Selection(sim, share, floor, **selection)
+        self.deferred = defaultdict(int)  # file -> its deferred writes
+        self.promoted_at = {}  # file -> the time of its first promotion
+        self.leased = set()  # files that had a lightweight sync
+
+    def demote(self, fid, why):
+        if fid in self.selection.promoted:
+            self.selection.promoted.discard(fid)
+            self.sim.c["demotions"] += 1
+            self.sim.c["demotions_" + why] += 1
+
+    def forget(self, fid):
+        super().forget(fid)
+        self.demote(fid, "gone")
+        self.selection.forget(fid)
+        self.leased.discard(fid)
+
+    def write(self, fid, f, off, n, t):
+        logged = super().write(fid, f, off, n, t)  # tracking, promoted or not
+        return fid in self.selection.promoted or logged
+
+    def wrote(self, fid, f, off, n, t, stored):
+        self.selection.wrote(fid, off, n, t)
+        if stored and fid in self.selection.promoted:
+            self.deferred[fid] += 1
+            self.sim.c["deferred_writes"] += 1
+            self.sim.c["deferred_bytes"] += n
+
+    def uncovered(self, fid, f, t, why="kernel"):
+        self.demote(fid, why)
+
+    def checkpointed(self, fid):
+        self.demote(fid, "writeback")
+
+    def sync(self, fid, f, t):
+        self.selection.synced(fid, t)
+        super().sync(fid, f, t)
+        # (f.uncovered here: this sync is real, and leaves the file covered)
+        if not f.uncovered and not f.kernel_only:
+            self.leased.add(fid)
+        if fid in self.selection.promoted or f.kernel_only or fid not in self.leased:
+            return
+        if self.selection.takes(fid, t):
+            self.selection.promoted.add(fid)
+            self.promoted_at.setdefault(fid, t)
+            self.sim.c["promotions"] += 1
+
+    def tick(self, t, pressure):
+        super().tick(t, pressure)
+        if self.selection.due(t):
+            self.selection.select(t, False)
+            for fid in self.selection.promoted - self.selection.selected:
+                self.demote(fid, "unselected")
+
+
+POLICIES = {p.name: p for p in (Thesis, Always, Never, FsyncStreak, Bandwidth, Adaptive, Bypass)}
 
 # ---- the simulator ----------------------------------------------------------
 
@@ -351,6 +540,7 @@ class Sim:
         f = self.files[fid]
         if f.live or f.first_log is not None:
             self.c["checkpoints"] += 1
+        self.policy.checkpointed(fid)
         self.release(f)
         f.uncovered = False
 
@@ -385,19 +575,23 @@ class Sim:
                 if e.flags & CREATE:
                     f.born_logged = self.policy.created(e.file, f, e.t)
                     f.uncovered = not f.born_logged
+                    if f.uncovered:
+                        self.policy.uncovered(e.file, f, e.t)
             elif e.kind == META and f.born_logged and e.flags == METADATA:
                 pass  # the creation the traced run made on the kernel path is a record here
             elif e.kind == META:
                 f.uncovered = True
                 if e.flags in KERNEL_ONLY:
                     f.kernel_only = True
+                self.policy.uncovered(e.file, f, e.t)
             elif e.kind == WRITE:
                 f.born_logged = False
                 self.c["writes"] += 1
                 self.c["bytes_written"] += e.length
                 logged = not e.flags and not f.kernel_only and self.policy.write(e.file, f, e.off, e.length, e.t)
                 room = self.live + e.length + REC <= self.capacity
-                if logged and room and e.length:
+                stored = bool(logged and room and e.length)
+                if stored:
                     size = e.length + REC
                     f.live += size
                     self.live += size
@@ -408,6 +602,9 @@ class Sim:
                 elif e.length or e.flags:
                     f.uncovered = True
                     self.c["log_full"] += logged and not room
+                    self.policy.uncovered(e.file, f, e.t, "full" if logged else "unlogged" if not e.flags
+                                          and not f.kernel_only else "kernel")
+                self.policy.wrote(e.file, f, e.off, e.length, e.t, stored)
             elif e.kind == SYNC:
                 f.born_logged = False
                 if f.first_sync_t is None:
@@ -418,6 +615,7 @@ class Sim:
                 real = f.uncovered or f.kernel_only
                 if real:
                     self.c["real_syncs"] += 1
+                    f.real_syncs += 1
                     self.release(f)
                     f.uncovered = False
                 else:
@@ -446,6 +644,13 @@ class Sim:
                 "reactivity_ms": round(reacts[len(reacts) // 2][0] / 1e6, 3) if reacts else None,
                 "reactivity_syncs": reacts[len(reacts) // 2][1] if reacts else None,
                 "downgrade_after_ms": round(downs[len(downs) // 2] / 1e6, 3) if downs else None,
+                "promotions": c["promotions"], "demotions": c["demotions"],
+                "demotions_unselected": c["demotions_unselected"], "demotions_writeback": c["demotions_writeback"],
+                "demotions_full": c["demotions_full"], "demotions_kernel": c["demotions_kernel"],
+                "demotions_gone": c["demotions_gone"],
+                "deferred_writes": c["deferred_writes"],
+                "deferred_bytes": c["deferred_bytes"],
+                "deferred_fraction": round(c["deferred_writes"] / c["writes"], 4) if c["writes"] else 0.0,
                 "runtime_real_syncs": c["runtime_real_syncs"], "disagreements": c["disagreements"],
                 "est_seconds": round(est / 1e6, 4), "est_seconds_without_tdax": round(base / 1e6, 4),
                 "est_speedup": round(base / est, 2) if est else None}

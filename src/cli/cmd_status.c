@@ -171,8 +171,8 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       "open\n", (unsigned long long)atomic_load(&c[TDAX_ST_LEASES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LEASE_BREAKS]));
 	printf("bypass: %llu promotions, %llu demotions (%llu seen in the process, %llu opened "
-	       "elsewhere, %llu write-back, %llu full, %llu kernel calls), %llu writes to the device "
-	       "alone\n",
+	       "elsewhere, %llu write-back, %llu full, %llu kernel calls, %llu unselected), %llu "
+	       "writes to the device alone\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PROMOTIONS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTIONS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_SEEN]),
@@ -180,6 +180,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_WRITEBACK]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_FULL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_KERNEL]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_UNSELECTED]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]));
 	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),

@@ -63,6 +63,7 @@ enum tdax_stat {
 	TDAX_ST_DEMOTED_WRITEBACK, /* a checkpoint of the write-back */
 	TDAX_ST_DEMOTED_FULL,    /* no room in the log or in its notes */
 	TDAX_ST_DEMOTED_KERNEL,  /* a call only the kernel answers: a real sync, truncate, fallocate, ... */
+	TDAX_ST_DEMOTED_UNSELECTED, /* the selection dropped it (busier files took its room) */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	/* Sync latency histograms, one sync in TDAX_LAT_EVERY per thread timed:
 	 * lightweight syncs' then real ones', each TDAX_LAT_BUCKETS counts

@@ -11,6 +11,7 @@
 #include "preload/coherent.h"
 #include "preload/lease.h"
 #include "preload/promoted.h"
+#include "preload/selection.h"
 #include "preload/tracking.h"
 
 #include <errno.h>
@@ -42,8 +43,9 @@ static bool other_descriptor(int fd, uint32_t idx)
 
 /*
  * After a sync of fd that went well: promote its file if every change of
- * it is logged and this process holds a write lease on its only open file
- * (b locked, not promoted, no real sync running). The lease is looked at
+ * it is logged or on flash, the selection takes it (selection.h) and this process
+ * holds a write lease on its only open file (b locked, not promoted, no
+ * real sync running). The lease is looked at
  * again after the file is marked promoted: a break that came before then
  * let the lease go, one after it waits for the write-back thread
  * (lease.c) -- each side reads what the other stored first.
@@ -62,7 +64,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, idx) ||
 	    !tdax_lease_check(fd, rt))
 		return;
-	if (!tdax_promoted_ready(b))
+	if (!tdax_selection_takes(b) || !tdax_promoted_ready(b))
 		return;
 	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
 	uint64_t size;
@@ -123,6 +125,7 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 		tdax_atomic_max(&b->size, at + len);
 	}
 	uint32_t epoch = b->epoch;
+	tdax_selection_wrote(b, len, at_end || at >= atomic_load(&b->size) - len);
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */
 	tdax_tracking_write(idx, e->gen, at, len);
 	if (!tdax_coherent_log_only(e, at, iov, n, len, tdax_promoted_note, b)) {
@@ -164,6 +167,9 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 					     b->fd == fd && !(rwf & ~DEFERRABLE) ? TDAX_ST_DEMOTED_FULL
 										  : TDAX_ST_DEMOTED_KERNEL);
 		r = tdax_coherent_write(fd, e, iov, n, off, rwf);
+		if (r > 0)
+			tdax_selection_wrote(b, (uint64_t)r, ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND)) ||
+							      (rwf & RWF_APPEND));
 	}
 	int err = errno;
 	tdax_promoted_unlock(b);
@@ -195,6 +201,7 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 	if (!b)
 		return tdax_coherent_mode.sync(fd, e, datasync);
 	tdax_promoted_lock(b);
+	tdax_selection_synced(b);
 	if (light(b, fd, e, datasync)) {
 		tdax_promoted_unlock(b);
 		return 0;

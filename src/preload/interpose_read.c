@@ -16,6 +16,7 @@
 
 #include "preload/promoted.h"
 #include "preload/interpose.h"
+#include "preload/selection.h"
 
 /* ---- by descriptor --------------------------------------------------- */
 
@@ -24,16 +25,22 @@
 static bool served(int fd, void *buf, size_t n, int64_t off, ssize_t *r)
 {
 	struct iovec one = { buf, n };
-	if (tdax_promoted_read(fd, &one, 1, off, r))
+	if (tdax_promoted_read(fd, &one, 1, off, r)) {
+		if (*r > 0)
+			tdax_selection_served_read(fd, (uint64_t)*r);
 		return true;
+	}
 	tdax_promoted_settle_fd(fd);
 	return false;
 }
 
 static bool served_v(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *r)
 {
-	if (tdax_promoted_read(fd, iov, n, off, r))
+	if (tdax_promoted_read(fd, iov, n, off, r)) {
+		if (*r > 0)
+			tdax_selection_served_read(fd, (uint64_t)*r);
 		return true;
+	}
 	tdax_promoted_settle_fd(fd);
 	return false;
 }

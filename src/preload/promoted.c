@@ -82,6 +82,16 @@ bool tdax_promoted_init(uint32_t max_files)
 	return true;
 }
 
+uint32_t tdax_promoted_count(void)
+{
+	return files ? nfiles : 0;
+}
+
+struct tdax_promoted *tdax_promoted_at(uint32_t idx)
+{
+	return &files[idx];
+}
+
 struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e)
 {
 	if (!files || e->file_plus1 == TDAX_FD_UNREGISTERED || e->file_plus1 > nfiles)

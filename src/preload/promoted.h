@@ -15,9 +15,11 @@
  *
  * Which files: in bypass mode every managed descriptor of a registered
  * file takes this mode's entries; a file is promoted after a sync that
- * found it all logged (the policy upgraded what it writes) while this
- * process holds a write lease on its only open file and no other
- * descriptor of it; otherwise its calls are coherent mode's.
+ * left every change of it logged or on flash (a lightweight sync of a
+ * file the policy logs, or any real one) while the selection takes it (selection.h: the files with most bandwidth that fit
+ * the device's share) and this process holds a write lease on its only
+ * open file and no other descriptor of it; otherwise its calls are
+ * coherent mode's.
  *
  * Order: a per-file lock of this process (recursive: a signal handler may
  * write while its thread is inside) is held around each write, around
@@ -41,6 +43,7 @@
 #include <sys/uio.h>
 
 #include "core/stats.h"
+#include "policy/select.h"
 #include "preload/fdtable.h"
 
 /* Where one deferred record's bytes lie in the device (data: NULL until
@@ -75,7 +78,18 @@ struct tdax_promoted {
 	struct tdax_deferred *notes;  /* mapped at the first promotion */
 	_Atomic uint32_t nnotes;
 	_Atomic bool lost;
+	/* Which files may be promoted (selection.h): */
+	struct tdax_profile prof;      /* what this process does with the file */
+	_Atomic uint64_t profiled_ns;  /* its last call profiled */
+	_Atomic bool selected;         /* the last selection took it */
+	uint64_t refused_bw;           /* its bandwidth when it was last not taken (locked) */
+	uint64_t pend_wr, pend_ap;     /* writes not in the profile yet (locked) */
+	uint32_t pend_n, pend_ap_n;
 };
+
+/* This process's files, by entry index: nfiles of them (0 before init). */
+uint32_t tdax_promoted_count(void);
+struct tdax_promoted *tdax_promoted_at(uint32_t idx);
 
 /* Promote: b (locked) gets its notes; false if they cannot be mapped. */
 bool tdax_promoted_ready(struct tdax_promoted *b);

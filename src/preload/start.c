@@ -19,6 +19,7 @@
 #include "preload/manage.h"
 #include "preload/start.h"
 #include "preload/promoted.h"
+#include "preload/selection.h"
 #include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
@@ -81,19 +82,10 @@ static bool adopt(int fd, int flags)
 
 /* A tunable from the environment (core/env.h), with a warning (unless
  * quiet) when the value given could not be used as it is. */
-static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
-{
-	uint64_t v;
-	char why[192];
-	if (tdax_env_u64(name, dflt, lo, hi, &v, why, sizeof(why)))
-		tdax_warn("%s%s", why, "");
-	return v;
-}
-
 static uint64_t wb_var(int i)
 {
 	const struct tdax_env_number *v = &tdax_wb_vars[i];
-	return env_u64(v->name, v->dflt, v->lo, v->hi);
+	return tdax_env_value(v->name, v->dflt, v->lo, v->hi);
 }
 
 static void configure(void)
@@ -118,9 +110,9 @@ static void configure(void)
 	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
 	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
 	/* One the application does not use (one it handles turns leases off). */
-	tdax_rt.lease_signal = (int)env_u64("TDAX_LEASE_SIGNAL", (uint64_t)(SIGRTMAX - 2), (uint64_t)SIGRTMIN,
-					    (uint64_t)SIGRTMAX);
-	tdax_rt.leases = env_u64("TDAX_LEASES", 1, 0, 1) == 1;
+	tdax_rt.lease_signal = (int)tdax_env_value("TDAX_LEASE_SIGNAL", (uint64_t)(SIGRTMAX - 2),
+						   (uint64_t)SIGRTMIN, (uint64_t)SIGRTMAX);
+	tdax_rt.leases = tdax_env_value("TDAX_LEASES", 1, 0, 1) == 1;
 	const char *m = secure_getenv("TDAX_MODE");
 	tdax_rt.bypass = m && !strcmp(m, "bypass");
 	if (m && !tdax_rt.bypass && strcmp(m, "coherent"))
@@ -174,7 +166,7 @@ static void attach_now(void)
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
 	tdax_rt.named = calloc(dev->sb->max_files, sizeof(*tdax_rt.named));
 	tdax_rt.opens = calloc(dev->sb->max_files, sizeof(*tdax_rt.opens));
-	if (tdax_rt.bypass && !tdax_promoted_init(dev->sb->max_files))
+	if (tdax_rt.bypass && !(tdax_promoted_init(dev->sb->max_files) && tdax_selection_init(dev)))
 		tdax_rt.bypass = false;
 	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || !tdax_rt.opens ||
 	    bring_up_to_date(dev) != 0) {
@@ -309,6 +301,7 @@ static void at_fork_child(void)
 		atomic_store(&attach_state, 2);
 	}
 	tdax_promoted_after_fork_child();
+	tdax_selection_after_fork_child();
 	tdax_lease_after_fork();
 	tdax_tracking_after_fork();
 	tdax_writeback_after_fork();

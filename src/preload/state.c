@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "preload/state.h"
+#include "core/env.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -74,4 +75,13 @@ void tdax_stats_flush(void)
 		if (was < now)
 			atomic_fetch_add(&dst[i], now - was);
 	}
+}
+
+uint64_t tdax_env_value(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)
+{
+	uint64_t v;
+	char why[192];
+	if (tdax_env_u64(name, dflt, lo, hi, &v, why, sizeof(why)))
+		tdax_warn("%s%s", why, "");
+	return v;
 }

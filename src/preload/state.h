@@ -207,6 +207,10 @@ static inline void tdax_lat_end(uint64_t t0)
 /* One line on stderr, "tdax[PID]: " and fmt with a and b (unless quiet). */
 void tdax_warn(const char *fmt, const char *a, const char *b);
 
+/* The number in environment variable name, within [lo, hi]; dflt if it is
+ * unset, and (with a warning) if it is not such a number. */
+uint64_t tdax_env_value(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi);
+
 /* Count a fallback and say so once per process and reason (unless quiet). */
 void tdax_fallback(enum tdax_fallback why, const char *path);
 

@@ -7,6 +7,7 @@
 #include "core/recover.h"
 #include "core/util.h"
 #include "preload/promoted.h"
+#include "preload/selection.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "preload/tracking.h"
@@ -71,6 +72,7 @@ static void pass(int all, bool woken)
 	if (!tdax_watch_check())
 		return; /* the region is gone: nothing of it to write back or use */
 	tdax_promoted_serve_breaks(); /* another open waits for these */
+	tdax_selection_serve();
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;

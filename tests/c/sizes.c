@@ -10,6 +10,7 @@
 
 #include "core/stats.h"
 #include "core/trace.h"
+#include "policy/select.h"
 #include "policy/track.h"
 
 #define FIELD(type, f) { #f, offsetof(struct type, f), sizeof(((struct type *)0)->f) }
@@ -45,6 +46,15 @@ int main(void)
 	       FIELD(tdax_range_track, stream_ns), FIELD(tdax_range_track, synced_ns));
 	STRUCT(tdax_track_legacy, 0, FIELD(tdax_track_legacy, writes), FIELD(tdax_track_legacy, writebacks),
 	       FIELD(tdax_track_legacy, syncs), FIELD(tdax_track_legacy, upgraded));
+	STRUCT(tdax_profile, 0, FIELD(tdax_profile, rd), FIELD(tdax_profile, wr), FIELD(tdax_profile, ap),
+	       FIELD(tdax_profile, ops), FIELD(tdax_profile, sy));
+	STRUCT(tdax_rates, 0, FIELD(tdax_rates, read), FIELD(tdax_rates, write), FIELD(tdax_rates, append),
+	       FIELD(tdax_rates, ops), FIELD(tdax_rates, syncs));
+	STRUCT(tdax_select_params, 0, FIELD(tdax_select_params, capacity), FIELD(tdax_select_params, floor),
+	       FIELD(tdax_select_params, hold_ns), FIELD(tdax_select_params, keep_pct));
+	STRUCT(tdax_candidate, 0, FIELD(tdax_candidate, rates), FIELD(tdax_candidate, score),
+	       FIELD(tdax_candidate, footprint), FIELD(tdax_candidate, promoted),
+	       FIELD(tdax_candidate, selected));
 	STRUCT(tdax_trace_header, 0, FIELD(tdax_trace_header, magic), FIELD(tdax_trace_header, version),
 	       FIELD(tdax_trace_header, record_size), FIELD(tdax_trace_header, upgrade_pct),
 	       FIELD(tdax_trace_header, downgrade_pct), FIELD(tdax_trace_header, write_threshold),
@@ -69,7 +79,9 @@ int main(void)
 		{ "TDAX_TR_META", TDAX_TR_META }, { "TDAX_TR_NAME", TDAX_TR_NAME },
 		{ "TDAX_TRF_CREATE", TDAX_TRF_CREATE }, { "TDAX_TRF_REAL", TDAX_TRF_REAL },
 		{ "TDAX_FB_MMAP", TDAX_FB_MMAP }, { "TDAX_FB_STDIO", TDAX_FB_STDIO },
-		{ "TDAX_FB_METADATA", TDAX_FB_METADATA },
+		{ "TDAX_FB_METADATA", TDAX_FB_METADATA }, { "TDAX_SELECT_KEEP_PCT", TDAX_SELECT_KEEP_PCT },
+		{ "TDAX_SELECT_RECORD_BYTES", TDAX_SELECT_RECORD_BYTES },
+		{ "TDAX_PROFILE_UNIT_SHIFT", TDAX_PROFILE_UNIT_SHIFT },
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
 		printf("    \"%s\": %lld%s\n", c[i].name, c[i].value, i + 1 < sizeof(c) / sizeof(c[0]) ? "," : "");

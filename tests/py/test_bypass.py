@@ -351,7 +351,10 @@ def test_more_deferred_writes_than_notes_demote_and_lose_nothing(dev, diskdir):
     writer, and recovery must find every record."""
     f = diskdir / "log"
     n = (1 << 18) + 5000
-    tdax_run(dev, BOTH_DIE, f, n, env=dict(BYPASS, TDAX_WB_BYTES="1T"), check=-signal.SIGKILL)
+    # ~34 MB of records a second: the selection's footprint of the file
+    # fits the 64 MiB device only with all of its log given to bypass mode.
+    tdax_run(dev, BOTH_DIE, f, n, env=dict(BYPASS, TDAX_WB_BYTES="1T", TDAX_BYPASS_SHARE_PCT="100"),
+             check=-signal.SIGKILL)
     c = counters(dev)
     assert c["promotions"] >= 2 and c["demoted_full"] >= 1 and c["deferred_writes"] >= n - 10, c
     want = gone_in_the_device(f, n)
@@ -465,3 +468,64 @@ print(out, flush=True)
     assert c["promotions"] >= 1 and c["deferred_writes"] >= 3, c
     assert c["demoted_seen"] == 1, c  # the exit's alone
     assert f.read_bytes() == b"a" * 50 + b"c" * 10 + b"a" * 40 + b"b" * 100 + b"d" * 10 + b"e" * 10 + b"d" * 4980
+
+
+# Two files in one process: "hot" gets 4 KiB appends, each synced, at
+# 4 MB/s (kept to the clock); "cold" one 1 MiB write, synced, every 0.5 s
+# (2 MB/s). After the first phase the hot one stops while the cold one
+# goes on. Prints "phase 1 done" and "phase 2 done", then waits.
+HOT_COLD = r"""
+import os, sys, time
+hot = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+cold = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+block, big = b"h" * 4096, b"c" * (1 << 20)
+def run(seconds, with_hot):
+    start = next_cold = time.monotonic()
+    written = 0
+    while time.monotonic() < start + seconds:
+        if time.monotonic() >= next_cold:
+            os.pwrite(cold, big, 0)
+            os.fdatasync(cold)
+            next_cold += 0.5
+        while with_hot and written < 4_000_000 * (time.monotonic() - start):
+            os.write(hot, block)
+            os.fdatasync(hot)
+            written += len(block)
+        time.sleep(0.005)
+run(1.5, True)
+print("phase 1 done", flush=True)
+run(2.5, False)
+print("phase 2 done", flush=True)
+time.sleep(60)
+"""
+
+
+def modes(dev, *paths):
+    st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+    by = {x["path"]: x["mode"] for x in st["files"]}
+    return [by.get(str(p)) for p in paths]
+
+
+def test_the_selection_promotes_the_busier_file_where_there_is_room_for_one(dev, diskdir):
+    """Bypass mode promotes the files with the most bandwidth that fit the
+    device's share (src/policy/select.h): with room for the hot file's
+    second of records (~4 MB) but not for both, the hot one is promoted
+    within a window and the cold one is not; when the hot one stops, the
+    selection drops it (demoted_unselected) and takes the cold one."""
+    hot, cold = diskdir / "hot", diskdir / "cold"
+    # 8 % of the 64 MiB device's ~60 MiB log: ~5 MB.
+    env = dict(BYPASS, TDAX_BYPASS_SHARE_PCT="8")
+    with started(dev, HOT_COLD, hot, cold, env=env) as p:
+        assert p.stdout.readline().strip() == "phase 1 done"
+        assert modes(dev, hot, cold) == ["bypass", "coherent"]
+        assert p.stdout.readline().strip() == "phase 2 done"
+        assert modes(dev, hot, cold) == ["coherent", "bypass"]
+        c = counters(dev)
+        assert c["demoted_unselected"] >= 1 and c["promotions"] >= 2, c
+
+
+def test_a_bad_selection_setting_is_said_and_the_nearest_bound_used(dev, diskdir):
+    f = diskdir / "log"
+    p = tdax_run(dev, APPENDER, f, 100, env=dict(BYPASS, TDAX_QUIET="0", TDAX_BYPASS_SHARE_PCT="0"))
+    assert "TDAX_BYPASS_SHARE_PCT=0 is outside 1..100; using 1" in p.stderr, p.stderr
+    assert counters(dev)["promotions"] >= 1  # 1 % of the log: room for this file

@@ -1,0 +1,58 @@
+/*
+ * selection -- which of this process's files bypass mode may promote: the
+ * profiles bypass.c feeds (every write, sync and served read of a file in
+ * bypass mode), the selection of policy/select.h over them, and the
+ * demotion of promoted files it drops.
+ *
+ * The capacity is a share of the device's log (TDAX_BYPASS_SHARE_PCT,
+ * default 50 %; the rest is coherent mode's), the floor
+ * TDAX_BYPASS_FLOOR bytes a second (default 0: every file that synced in
+ * the window is a candidate, the capacity decides), the profiles' window
+ * TDAX_BYPASS_WINDOW_MS (default 1000); a file's footprint is its records
+ * of one window, or of TDAX_WB_AGE_MS if the write-back takes them sooner
+ * (more, while the log has room, costs nothing; past its high watermark the
+ * write-back takes them). Each process selects among its own
+ * files against the whole share (processes do not share one selection
+ * yet).
+ *
+ * When: a file not taken asks again at a sync once its bandwidth has
+ * doubled since it was refused, or TDAX_SELECTION_RETRY_NS after the last
+ * selection (a new stream is promoted at its first syncs);
+ * otherwise the write-back thread selects every TDAX_SELECTION_EVERY_NS
+ * when the candidates' bandwidth moved by a quarter or they changed, and
+ * demotes what was dropped.
+ */
+#ifndef TDAX_SELECTION_H
+#define TDAX_SELECTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/device.h"
+#include "preload/promoted.h"
+
+#define TDAX_SELECTION_EVERY_NS (100 * 1000000ull)
+#define TDAX_SELECTION_RETRY_NS (10 * 1000000ull)
+
+/* Set up at attach to dev (bypass mode, after tdax_promoted_init). */
+bool tdax_selection_init(const struct tdax_device *dev);
+
+/* What a file of this process did: a write of len bytes (append: at its
+ * end), a sync (b locked, both); a read of len bytes tdax served through
+ * fd (promoted.h). */
+void tdax_selection_wrote(struct tdax_promoted *b, uint64_t len, bool append);
+void tdax_selection_synced(struct tdax_promoted *b);
+void tdax_selection_served_read(int fd, uint64_t len);
+
+/* May b (locked) be promoted? Selects again first if b was not taken and
+ * asks again (above). */
+bool tdax_selection_takes(struct tdax_promoted *b);
+
+/* The write-back thread's pass: select again if due; demote the promoted
+ * files the selection dropped. */
+void tdax_selection_serve(void);
+
+/* In the child of a fork: a selection the parent was making is not. */
+void tdax_selection_after_fork_child(void);
+
+#endif
