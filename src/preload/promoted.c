@@ -208,9 +208,11 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
 		int32_t none = 0;
 		atomic_compare_exchange_strong(&rt->wb_error, &none, err);
 		tdax_fallback(TDAX_FB_WB_ERROR, tdax_file_at(tdax_rt.dev, idx)->path);
+		/* (A demotion that went well changes nothing a trace speaks of:
+		 * the file stays covered, its next sync may be lightweight.) */
+		if (tdax_tracing)
+			tdax_trace_event(TDAX_TR_META, idx, 0, 0, TDAX_FB_WB_ERROR);
 	}
-	if (tdax_tracing)
-		tdax_trace_event(TDAX_TR_META, idx, 0, 0, TDAX_FB_NONE);
 	b->fd = -1;
 	b->epoch++;
 	/* The notes start empty at the next promotion: a reserved note is

@@ -358,3 +358,20 @@ def test_simulator_constants_match_the_c_ones():
     assert ctrace.KERNEL_ONLY == {k["TDAX_FB_MMAP"], k["TDAX_FB_STDIO"]}
     assert ctrace.METADATA == k["TDAX_FB_METADATA"]
     assert k["TDAX_TRACE_VERSION"] == 1 and c_layouts()["trace_magic"] == "TDAXTRC1"
+
+
+def test_a_demotion_that_went_well_is_no_event_of_the_trace(dev, diskdir):
+    """A trace recorded in bypass mode (an append log, every write synced,
+    demoted by the write-back again and again): a demotion that wrote the
+    file's records in changes nothing its next sync depends on, so the
+    trace has no "meta" event (which tells a replay the next sync is real)."""
+    trace, f = diskdir / "b.bin", diskdir / "log"
+    code = ("import os, sys, time\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n"
+            "for i in range(3000):\n    os.write(fd, b'x' * 200)\n    os.fdatasync(fd)\n"
+            "    if i % 100 == 99:\n        time.sleep(0.02)\n")
+    env = dict(TDAX_ENV, TDAX_MODE="bypass", TDAX_WB_AGE_MS="50")  # demoted by the write-back, often
+    run(TDAX, "run", "--device", dev, "--trace", trace, "--", PY, "-c", code, f, env=env, check=0)
+    c = info(dev)["counters"]
+    assert c["promotions"] >= 2 and c["demoted_writeback"] >= 1, c
+    kinds = [e.kind for e in ctrace.Trace(trace).events]
+    assert kinds.count(ctrace.SYNC) == 3000 and ctrace.META not in kinds
