@@ -43,9 +43,9 @@ static bool other_descriptor(int fd, uint32_t idx)
 
 /*
  * After a sync of fd that went well: promote its file if every change of
- * it is logged or on flash, the selection takes it (selection.h) and this process
- * holds a write lease on its only open file (b locked, not promoted, no
- * real sync running). The lease is looked at
+ * it is logged or on flash, the selection takes it (selection.h) and this
+ * process holds a write lease on its only open file (b locked, not
+ * promoted, no real sync running). The lease is looked at
  * again after the file is marked promoted: a break that came before then
  * let the lease go, one after it waits for the write-back thread
  * (lease.c) -- each side reads what the other stored first.

@@ -16,10 +16,10 @@
  * Which files: in bypass mode every managed descriptor of a registered
  * file takes this mode's entries; a file is promoted after a sync that
  * left every change of it logged or on flash (a lightweight sync of a
- * file the policy logs, or any real one) while the selection takes it (selection.h: the files with most bandwidth that fit
- * the device's share) and this process holds a write lease on its only
- * open file and no other descriptor of it; otherwise its calls are
- * coherent mode's.
+ * file the policy logs, or any real one) while the selection takes it
+ * (selection.h: the files with most bandwidth that fit the device's
+ * share) and this process holds a write lease on its only open file and
+ * no other descriptor of it; otherwise its calls are coherent mode's.
  *
  * Order: a per-file lock of this process (recursive: a signal handler may
  * write while its thread is inside) is held around each write, around

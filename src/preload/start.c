@@ -80,8 +80,7 @@ static bool adopt(int fd, int flags)
 	return false;
 }
 
-/* A tunable from the environment (core/env.h), with a warning (unless
- * quiet) when the value given could not be used as it is. */
+/* A write-back tunable from the environment (core/env.h, tdax_wb_vars). */
 static uint64_t wb_var(int i)
 {
 	const struct tdax_env_number *v = &tdax_wb_vars[i];
