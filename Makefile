@@ -294,7 +294,7 @@ bench-intercept: $(B)/bin/tdax-proto-sud $(B)/bin/tdax-proto-notif
 
 # The packages the benchmark suites need (also installed by `make deps`).
 bench-deps:
-	@scripts/deps.sh fio etcd-client
+	@scripts/deps.sh fio
 
 # A short run of every benchmark suite; writes docs/benchmarks.md.
 bench: bench-deps
