@@ -40,8 +40,10 @@ static const char run_help[] =
 	"                  the default one is created on first use, emulated on /dev/shm)\n"
 	"  --mode M        coherent (default: every write goes to the kernel too) or bypass\n"
 	"                  (docs/durability.md: a file synced lightweight while the process\n"
-	"                  holds a write lease on its only open file is promoted: its writes\n"
-	"                  go to the device alone until anything else could read it;\n"
+	"                  holds a write lease on its only open file is promoted, if it is\n"
+	"                  among the busiest that fit bypass mode's share of the device:\n"
+	"                  its writes go to the device alone until anything else could\n"
+	"                  read it;\n"
 	"                  tdax run stays the command's parent, and writes in what a process\n"
 	"                  below it leaves in the device when it dies)\n"
 	"  --policy P      thesis (default: upgrade the ranges the tracking policy picks, see\n"
@@ -68,9 +70,11 @@ static const char run_help[] =
 	"kernel) and one line on stderr says why.\n"
 	"Environment passed on: TDAX_DEVICE, TDAX_MODE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
-	"TDAX_WB_HIGH_PCT (90); the files managed: TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated\n"
-	"patterns). The configuration file (tdax config --help) gives what neither the\n"
-	"command line nor the environment does, and its [tunables] are set on the device.\n"
+	"TDAX_WB_HIGH_PCT (90); bypass mode's selection: TDAX_BYPASS_SHARE_PCT (50),\n"
+	"TDAX_BYPASS_FLOOR (0 bytes/s), TDAX_BYPASS_WINDOW_MS (1000); the files managed:\n"
+	"TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated patterns). The configuration file\n"
+	"(tdax config --help) gives what neither the command line nor the environment\n"
+	"does, and its [tunables] are set on the device.\n"
 	"Exit status: CMD's, or 1 if libtdax.so is missing.\n";
 
 /* $TDAX_LIB, else the libtdax.so beside this tdax (cli/paths.h). */
