@@ -76,7 +76,7 @@ _tdax()
 		_filedir
 		return
 		;;
-	sim) opts="--policy --set --capacity --cost --sweep --json --out --help" ;;
+	sim) opts="--policy --set --capacity --selection --wb-age-ms --cost --sweep --json --out --help" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))

@@ -3,6 +3,7 @@
   tdax trace info FILE [--json]        what a trace holds
   tdax trace dump FILE [--limit N]     its events, one per line
   tdax sim FILE [--policy P|all] [--set KEY=VALUE ...] [--capacity SIZE]
+                [--selection KEY=VALUE ...] [--wb-age-ms MS]
                 [--cost KEY=VALUE ...] [--sweep KEY=FROM:TO:STEP ...] [--json] [--out DIR]
 
 Policies: thesis (the runtime's own code, heirs included), always, never,
@@ -13,7 +14,11 @@ range and upgrade-ahead), bypass (bypass mode: files the selection takes
 are promoted at a sync, then every write of them is deferred -- logged --
 and every sync a fence until demotion: unselected, write-back, log full;
 other files follow thesis; reported as promotions, demotions,
-deferred_writes).
+deferred_writes). --selection sets the selection of bandwidth and bypass as
+the runtime's TDAX_BYPASS_* variables do: share_pct (bypass 50, bandwidth
+90), floor (bytes a second, 0), window_ms (1000); --wb-age-ms the write-back
+age (TDAX_WB_AGE_MS, 1000), which bounds a file's footprint and demotes
+promoted files.
 Costs (microseconds unless named): real_sync_us, light_sync_us, write_us,
 log_record_us, log_ns_per_byte. A sweep runs the thesis policy over the grid
 on all cores and plots heatmaps of the lightweight-sync fraction and the
@@ -27,7 +32,7 @@ import sys
 from multiprocessing import Pool
 from pathlib import Path
 
-from .sim import DEFAULT_COSTS, POLICIES, Sim
+from .sim import DEFAULT_COSTS, POLICIES, SELECTION, Sim
 from .trace import KINDS, Trace
 
 TUNABLES = ["upgrade_threshold", "downgrade_threshold", "write_threshold", "granularity_order",
@@ -86,8 +91,8 @@ def load(path):
 
 
 def one(job):
-    path, policy, tun, cap, costs = job
-    return Sim(load(path), policy, tun, cap, costs).run()
+    path, policy, tun, cap, costs, more = job
+    return Sim(load(path), policy, tun, cap, costs, **more).run()
 
 
 def grid(items):
@@ -134,6 +139,9 @@ def sim_cmd(argv):
     ap.add_argument("--policy", default="thesis", help="one of: " + ", ".join(POLICIES) + ", all")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--capacity", type=size, help="device log capacity (default: the trace's)")
+    ap.add_argument("--selection", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="bypass mode's selection: " + ", ".join(SELECTION))
+    ap.add_argument("--wb-age-ms", type=int, default=1000, help="the write-back age (TDAX_WB_AGE_MS)")
     ap.add_argument("--cost", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--sweep", nargs="*", metavar="KEY=FROM:TO:STEP")
     ap.add_argument("--json", action="store_true")
@@ -141,10 +149,19 @@ def sim_cmd(argv):
     a = ap.parse_args(argv)
     tun = kv(a.set, TUNABLES)
     costs = kv(a.cost, list(DEFAULT_COSTS), float)
+    selection = {}
+    for k, v in kv(a.selection, list(SELECTION), str).items():
+        try:
+            selection.update(SELECTION[k](v))
+        except ValueError:
+            raise SystemExit(f"tdax sim: --selection {k}={v}: expected a whole number")
+    if not 1 <= selection.get("share", 0.5) * 100 <= 100 or a.wb_age_ms < 1:
+        raise SystemExit("tdax sim: share_pct is 1..100 and --wb-age-ms at least 1")
+    more = {"selection": selection, "wb_age_ms": a.wb_age_ms}
     load(a.trace)  # clear errors before any work
     if a.sweep:
         axes = grid(a.sweep)
-        jobs = [(a.trace, "thesis", {**tun, **dict(zip(axes, vals))}, a.capacity, costs)
+        jobs = [(a.trace, "thesis", {**tun, **dict(zip(axes, vals))}, a.capacity, costs, more)
                 for vals in itertools.product(*axes.values())]
         with Pool(os.cpu_count()) as pool:
             results = pool.map(one, jobs)
@@ -162,7 +179,7 @@ def sim_cmd(argv):
     if any(n not in POLICIES for n in names):
         raise SystemExit(f"tdax sim: unknown policy {a.policy} (one of {', '.join(POLICIES)}, all)")
     with Pool(min(len(names), os.cpu_count())) as pool:
-        results = pool.map(one, [(a.trace, n, tun, a.capacity, costs) for n in names])
+        results = pool.map(one, [(a.trace, n, tun, a.capacity, costs, more) for n in names])
     if a.json:
         print(json.dumps(results if len(results) > 1 else results[0]))
         return

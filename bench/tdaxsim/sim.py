@@ -506,9 +506,17 @@ DEFAULT_COSTS = {"real_sync_us": 250.0, "light_sync_us": 0.6, "write_us": 1.0,
                  "log_record_us": 0.25, "log_ns_per_byte": 0.13}
 
 
+# The selection's settings `tdax sim --selection` takes, as the runtime's
+# TDAX_BYPASS_* variables name them: the arguments of Bandwidth and Bypass.
+SELECTION = {"share_pct": lambda v: {"share": int(v) / 100},
+             "floor": lambda v: {"floor": int(v)},
+             "window_ms": lambda v: {"window_ns": int(v) * 1000000}}
+SELECTING = {Bandwidth.name, Bypass.name}
+
+
 class Sim:
     def __init__(self, trace, policy="thesis", tunables=None, capacity=None, costs=None,
-                 wb_age_ms=1000, wb_interval_ms=10, high_pct=90, oscillation_ms=1000):
+                 wb_age_ms=1000, wb_interval_ms=10, high_pct=90, oscillation_ms=1000, selection=None):
         self.trace, self.tunables = trace, {**trace.tunables(), **(tunables or {})}
         self.capacity = capacity or trace.capacity
         self.costs = {**DEFAULT_COSTS, **(costs or {})}
@@ -518,7 +526,7 @@ class Sim:
         self.gens = {}
         self.c = defaultdict(int)
         self.live = self.peak = 0
-        self.policy = POLICIES[policy](self)
+        self.policy = POLICIES[policy](self, **(selection if policy in SELECTING and selection else {}))
 
     # callbacks from policies
     def upgraded(self, fid, rno, t, last_down):

@@ -375,3 +375,28 @@ def test_a_demotion_that_went_well_is_no_event_of_the_trace(dev, diskdir):
     assert c["promotions"] >= 2 and c["demoted_writeback"] >= 1, c
     kinds = [e.kind for e in ctrace.Trace(trace).events]
     assert kinds.count(ctrace.SYNC) == 3000 and ctrace.META not in kinds
+
+
+def test_the_selection_and_the_write_back_age_are_set_from_the_command_line(tmp_path):
+    """tdax sim --selection (the runtime's TDAX_BYPASS_* settings) and
+    --wb-age-ms (TDAX_WB_AGE_MS): with a share too small for the hot log's
+    footprint, the log is promoted while its profile is young (a few writes
+    in the window) and dropped once the window fills -- it defers next to
+    nothing; a shorter write-back age demotes more often; a bad setting is
+    said, with the keys there are."""
+    trace = hot_and_cold(tmp_path / "hc.bin")
+
+    def sim(*more):
+        return json.loads(run(TDAX, "sim", trace, "--policy", "bypass", "--json", *more, check=0).stdout)
+    base = sim()
+    assert base["promotions"] >= 1 and base["deferred_writes"] > 0, base
+    small = sim("--selection", "share_pct=1")  # 1 % of 1.2 MB: less than a second of its records
+    assert small["demotions_unselected"] >= 1 and small["deferred_fraction"] < 0.05, small
+    assert base["deferred_fraction"] > 0.9, base
+    quick = sim("--wb-age-ms", "100")
+    assert quick["demotions_writeback"] > base["demotions_writeback"], (quick, base)
+    assert sim("--selection", "window_ms=2000", "floor=0")["promotions"] >= 1
+    bad = run(TDAX, "sim", trace, "--policy", "bypass", "--selection", "share=5", check=None)
+    assert bad.returncode != 0 and "share_pct, floor, window_ms" in bad.stderr, bad.stderr
+    bad = run(TDAX, "sim", trace, "--policy", "bypass", "--selection", "share_pct=0", check=None)
+    assert bad.returncode != 0 and "share_pct is 1..100" in bad.stderr, bad.stderr
