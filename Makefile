@@ -5,7 +5,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
-ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc -I$(B)/gen
+ALLFLAGS = $(WARN) $(CFLAGS) -fPIC -pthread -Isrc -Iinclude -I$(B)/gen
 # libpmem2 and ISA-L are not linked: tdax loads them when it maps a region
 # (src/core/pmem.h, src/core/crc32c.h).
 LDLIBS  := -pthread -ldl
@@ -33,11 +33,11 @@ TSAN_O  := $(TCORE_O:$(T)/obj/%=$(B)/tsan/%)
 TSANFLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard tests/c/test_*.c)))
-HDRS    := $(wildcard src/*/*.h) tests/c/harness.h
+HDRS    := $(wildcard src/*/*.h) include/tdax.h tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-intercept bench-policy sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-daxlog $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 # The version (VERSION) and build (the commit) `tdax --version` prints.
 $(B)/gen/version.h: FORCE
@@ -56,11 +56,11 @@ $(T)/obj/%.o: src/%.c $(HDRS)
 # The C unit tests run on the test build (test_recover kills recovery).
 $(B)/san/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(SANFLAGS) $(TESTFLAGS) -pthread -Isrc -c $< -o $@
+	$(CC) $(WARN) $(SANFLAGS) $(TESTFLAGS) -pthread -Isrc -Iinclude -c $< -o $@
 
 $(B)/tsan/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(TSANFLAGS) $(TESTFLAGS) -pthread -Isrc -c $< -o $@
+	$(CC) $(WARN) $(TSANFLAGS) $(TESTFLAGS) -pthread -Isrc -Iinclude -c $< -o $@
 
 # Where threads meet: the log's concurrent appenders under ThreadSanitizer.
 $(B)/tsan/test_log: tests/c/test_log.c tests/c/harness.c $(TSAN_O) $(HDRS)
@@ -76,15 +76,16 @@ $(B)/lib/libtdaxtrack.so: $(POLICY:%=$(B)/obj/%.o)
 	$(CC) $(ALLFLAGS) -shared $^ -o $@
 
 # libtdax.so exports its hooks (the EXPORT functions of src/preload/interpose*.c)
-# and nothing else: tdax's own functions are bound inside it, without the PLT.
-$(B)/libtdax.map: $(wildcard src/preload/interpose*.c)
+# and the calls of include/tdax.h (src/preload/explicit.c), nothing else: tdax's
+# own functions are bound inside it, without the PLT.
+$(B)/libtdax.map: $(wildcard src/preload/interpose*.c) src/preload/explicit.c
 	@mkdir -p $(@D)
 	{ echo '{ global:'; grep -h '^EXPORT' $^ | sed -E 's/.*[ *]([A-Za-z_0-9]+)\(.*/  \1;/'; \
 	  echo 'local: *; };'; } > $@
 
 $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $(CORE_O) $(PRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared $(CORE_O) $(PRELOAD_O) -o $@ -Wl,-soname,libtdax.so -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
 
 # The test CLI's `tdax run` preloads its sibling, build/test/lib/libtdax.so.
 $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
@@ -93,7 +94,7 @@ $(T)/bin/tdax: $(CLI_O:$(B)/obj/%=$(T)/obj/%) $(TCORE_O)
 
 $(T)/lib/libtdax.so: $(TCORE_O) $(TPRELOAD_O) $(B)/libtdax.map
 	@mkdir -p $(@D)
-	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared $(TCORE_O) $(TPRELOAD_O) -o $@ -Wl,-soname,libtdax.so -Wl,--version-script=$(B)/libtdax.map $(LDLIBS)
 
 # tdax bench, trace and sim hand over to Python by paths relative to the
 # binary (src/cli/cmd_python.c): ../venv and ../../bench. For the test CLI those are
@@ -127,6 +128,12 @@ $(B)/tests/tdax-voldisk: tests/crash/voldisk.c
 $(B)/tests/tdax-oracle: tests/crash/oracle.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) $< -o $@ -lisal
+
+# An application of include/tdax.h, linked with libtdax.so as any would be
+# (under `tdax run` the preloaded copy serves it: the same soname).
+$(B)/tests/tdax-daxlog: tests/crash/daxlog.c include/tdax.h $(B)/lib/libtdax.so
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) -Iinclude $< -o $@ -L$(B)/lib -ltdax -Wl,-rpath,'$$ORIGIN/../lib' -lisal
 
 $(B)/tests/tdax-rocksdb-client: tests/crash/rocksdb_client.c
 	@mkdir -p $(@D)
@@ -162,7 +169,8 @@ deps:
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the command, the libraries it
 # preloads and the simulator (PREFIX/lib/tdax, where an installed tdax looks:
-# src/cli/paths.h), the man page, bash completion, the boot-time recovery
+# src/cli/paths.h), the explicit API's header (PREFIX/include/tdax.h; link
+# with -LPREFIX/lib/tdax -ltdax -Wl,-rpath,PREFIX/lib/tdax), the man page, bash completion, the boot-time recovery
 # units and an example configuration file (dist/). make uninstall removes
 # exactly these. The Debian package has the example as /etc/tdax/tdax.conf.
 PREFIX  ?= /usr/local
@@ -173,7 +181,7 @@ INSTALLED := $(PREFIX)/bin/tdax $(LIBDIR)/libtdax.so $(LIBDIR)/libtdaxtrack.so \
 	$(patsubst bench/%,$(LIBDIR)/python/%,$(wildcard bench/tdaxsim/*.py)) \
 	$(PREFIX)/share/man/man1/tdax.1 $(PREFIX)/share/bash-completion/completions/tdax \
 	$(UNITDIR)/tdax-recover@.service $(UNITDIR)/tdax-recover.service \
-	$(PREFIX)/share/doc/tdax/tdax.conf.example
+	$(PREFIX)/share/doc/tdax/tdax.conf.example $(PREFIX)/include/tdax.h
 SUBST   := sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@BINDIR@|$(PREFIX)/bin|g' \
 	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@UNITDIR@|$(UNITDIR)|g'
 
@@ -189,6 +197,7 @@ install: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so
 	$(SUBST) dist/tdax-recover@.service > $(DESTDIR)$(UNITDIR)/tdax-recover@.service
 	$(SUBST) dist/tdax-recover.service > $(DESTDIR)$(UNITDIR)/tdax-recover.service
 	install -D -m 0644 dist/tdax.conf $(DESTDIR)$(PREFIX)/share/doc/tdax/tdax.conf.example
+	install -D -m 0644 include/tdax.h $(DESTDIR)$(PREFIX)/include/tdax.h
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))

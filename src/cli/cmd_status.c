@@ -24,9 +24,10 @@
 #include "core/ranges.h"
 #include "core/stats.h"
 
-/* Per file: how many ranges it has in the table, and how many are logged. */
+/* Per file: how many ranges it has in the table, how many are logged, and
+ * how many an explicit mapping of a live process pins (tracking.h). */
 struct file_ranges {
-	uint32_t total, logged;
+	uint32_t total, logged, pinned;
 };
 
 static struct file_ranges *count_ranges(const struct tdax_device *dev)
@@ -40,6 +41,8 @@ static struct file_ranges *count_ranges(const struct tdax_device *dev)
 			continue;
 		fr[f].total++;
 		fr[f].logged += tdax_range_logged(atomic_load(&r->t.state));
+		uint32_t pin = atomic_load(&r->pin_pid);
+		fr[f].pinned += pin && tdax_pid_alive(pin);
 	}
 	return fr;
 }
@@ -182,6 +185,9 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_KERNEL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_UNSELECTED]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]));
+	printf("explicit mappings: %llu persists answered from the log, %llu by the kernel\n",
+	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS_REAL]));
 	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,
@@ -209,6 +215,8 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 		if (by)
 			printf("  [bypass: promoted by pid %u, %llu bytes logged]", by,
 			       (unsigned long long)atomic_load(&file->rt.logged_bytes));
+		if (fr[f].pinned)
+			printf("  [pinned: %u ranges mapped explicitly]", fr[f].pinned);
 		printf("\n");
 		if (verbose)
 			print_ranges(dev, f, false, &t);
@@ -241,8 +249,9 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 		printf("%s{\"path\": ", first ? "" : ", ");
 		json_str(stdout, file->path);
 		uint32_t by = atomic_load(&file->rt.deferred);
-		printf(", \"ranges\": %u, \"upgraded\": %u, \"mode\": \"%s\", \"promoted_by\": %u, "
-		       "\"logged_bytes\": %llu", fr[f].total, fr[f].logged, by ? "bypass" : "coherent", by,
+		printf(", \"ranges\": %u, \"upgraded\": %u, \"pinned\": %u, \"mode\": \"%s\", "
+		       "\"promoted_by\": %u, \"logged_bytes\": %llu", fr[f].total, fr[f].logged, fr[f].pinned,
+		       by ? "bypass" : "coherent", by,
 		       (unsigned long long)atomic_load(&file->rt.logged_bytes));
 		if (verbose) {
 			printf(", \"range_detail\": [");

@@ -60,7 +60,7 @@ static void put(struct tdax_device *dev, const struct tdax_tunables *t)
 	atomic_store(&c->gran_order, t->gran_order);
 	atomic_store(&c->wb_window_ns, t->wb_window_ns);
 	atomic_store(&c->wr_window_ns, t->wr_window_ns);
-	tdax_persist(dev, c, sizeof(*c));
+	tdax_dev_persist(dev, c, sizeof(*c));
 }
 
 void tdax_control_format(struct tdax_device *dev)

@@ -87,7 +87,7 @@ void tdax_drain(const struct tdax_device *dev, size_t bytes_copied)
 	}
 }
 
-void tdax_persist(const struct tdax_device *dev, const void *p, size_t n)
+void tdax_dev_persist(const struct tdax_device *dev, const void *p, size_t n)
 {
 	dev->flush(p, n);
 	tdax_drain(dev, 0);
@@ -281,7 +281,7 @@ void tdax_device_set_state(struct tdax_device *dev, uint32_t clean)
 	memcpy(st->boot_id, boot, strlen(boot));
 	st->clean = clean;
 	st->crc = state_crc(st);
-	tdax_persist(dev, st, sizeof(*st));
+	tdax_dev_persist(dev, st, sizeof(*st));
 }
 
 bool tdax_device_boot_changed(const struct tdax_device *dev)
@@ -756,7 +756,7 @@ int tdax_device_destroy(const char *path, struct tdax_err *err)
 			     TDAX_OPEN_ANY_OWNER, &dev, err))
 		return -1;
 	memset(dev->base, 0, TDAX_HEADER_SIZE);
-	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);
+	tdax_dev_persist(dev, dev->base, TDAX_HEADER_SIZE);
 	tdax_device_close(dev);
 	return 0;
 }

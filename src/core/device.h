@@ -151,7 +151,7 @@ static inline void tdax_flush(const struct tdax_device *dev, const void *p, size
 	dev->flush(p, n);
 }
 void tdax_drain(const struct tdax_device *dev, size_t bytes_copied);
-void tdax_persist(const struct tdax_device *dev, const void *p, size_t n);
+void tdax_dev_persist(const struct tdax_device *dev, const void *p, size_t n);
 
 /* True if the page cache may have been lost since the region was last used. */
 bool tdax_device_boot_changed(const struct tdax_device *dev);

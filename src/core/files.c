@@ -150,7 +150,7 @@ static void index_put(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 		else if (v != DEAD)
 			continue;
 		atomic_store_explicit(s, (uint64_t)(idx + 1) << 32 | ino_tag(ino), memory_order_release);
-		tdax_persist(dev, (const void *)s, sizeof(*s));
+		tdax_dev_persist(dev, (const void *)s, sizeof(*s));
 		return;
 	}
 	/* Full of dead slots: cannot happen, the lock's holder rebuilds first
@@ -168,7 +168,7 @@ static void index_drop(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 			return;
 		if (v != DEAD && (uint32_t)(v >> 32) == idx + 1) {
 			atomic_store(s, DEAD);
-			tdax_persist(dev, (const void *)s, sizeof(*s));
+			tdax_dev_persist(dev, (const void *)s, sizeof(*s));
 		}
 	}
 }
@@ -182,7 +182,7 @@ static void index_room(struct tdax_device *dev)
 	if (!(epoch & 1) && atomic_load(dev->index_used) <= slots / 2 + slots / 4)
 		return;
 	atomic_store(dev->index_epoch, epoch | 1);
-	tdax_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
+	tdax_dev_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
 	_Atomic uint64_t *ix = index_at(dev);
 	memset((void *)ix, 0, (size_t)slots * 8);
 	atomic_store(dev->index_used, 0);
@@ -191,9 +191,9 @@ static void index_room(struct tdax_device *dev)
 		if (atomic_load(&f->state) == TDAX_FILE_ACTIVE)
 			index_put(dev, i, f->ino);
 	}
-	tdax_persist(dev, (const void *)ix, (size_t)slots * 8);
+	tdax_dev_persist(dev, (const void *)ix, (size_t)slots * 8);
 	atomic_store(dev->index_epoch, (epoch | 1) + 1);
-	tdax_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
+	tdax_dev_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
 }
 
 static void reg_lock(struct tdax_device *dev)
@@ -265,7 +265,7 @@ static void set_path(struct tdax_device *dev, struct tdax_file *f, const char *p
 	TDAX_ASSERT(n < TDAX_FILE_PATH_MAX);
 	memcpy(f->path, path, n);
 	memset(f->path + n, 0, sizeof(f->path) - 1 - n);
-	tdax_persist(dev, f->path, sizeof(f->path));
+	tdax_dev_persist(dev, f->path, sizeof(f->path));
 }
 
 int tdax_files_rename(struct tdax_device *dev, uint32_t idx, uint32_t gen, const char *path)
@@ -290,7 +290,7 @@ static void free_entry(struct tdax_device *dev, struct tdax_file *f, uint32_t id
 {
 	atomic_store(&f->state, TDAX_FILE_FREE);
 	f->gen++;
-	tdax_persist(dev, f, TDAX_CACHELINE);
+	tdax_dev_persist(dev, f, TDAX_CACHELINE);
 	index_drop(dev, idx, f->ino);
 }
 
@@ -447,7 +447,7 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	}
 	struct tdax_file *f = tdax_file_at(dev, (uint32_t)slot);
 	atomic_store(&f->state, TDAX_FILE_CLAIMING);
-	tdax_persist(dev, f, TDAX_CACHELINE);
+	tdax_dev_persist(dev, f, TDAX_CACHELINE);
 	f->gen++;
 	f->dev = id.dev;
 	f->ino = id.ino;
@@ -464,10 +464,10 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	f->path[sizeof(f->path) - 1] = '\0';
 	set_path(dev, f, path);
 	f->crc = ident_crc(f);
-	tdax_persist(dev, f, offsetof(struct tdax_file, rt));
+	tdax_dev_persist(dev, f, offsetof(struct tdax_file, rt));
 	index_put(dev, (uint32_t)slot, id.ino); /* findable before it is active */
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
-	tdax_persist(dev, f, TDAX_CACHELINE);
+	tdax_dev_persist(dev, f, TDAX_CACHELINE);
 	atomic_fetch_add(dev->registrations, 1); /* after: a look that sees it finds the entry */
 	*idx = (uint32_t)slot;
 	*gen = f->gen;
@@ -479,27 +479,27 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 void tdax_file_set_removed(struct tdax_device *dev, struct tdax_file *f, uint32_t v)
 {
 	atomic_store(&f->rt.removed, v);
-	tdax_persist(dev, (const void *)&f->rt.removed, sizeof(f->rt.removed));
+	tdax_dev_persist(dev, (const void *)&f->rt.removed, sizeof(f->rt.removed));
 }
 
 void tdax_file_set_synced(struct tdax_device *dev, struct tdax_file *f)
 {
 	atomic_store(&f->rt.synced, 1);
-	tdax_persist(dev, (const void *)&f->rt.synced, sizeof(f->rt.synced));
+	tdax_dev_persist(dev, (const void *)&f->rt.synced, sizeof(f->rt.synced));
 }
 
 void tdax_file_set_remade(struct tdax_device *dev, struct tdax_file *f, const struct tdax_ident *id)
 {
 	atomic_store(&f->rt.remade.set, 0);
-	tdax_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
+	tdax_dev_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
 	f->rt.remade.dev = id->dev;
 	f->rt.remade.ino = id->ino;
 	f->rt.remade.igen = id->igen;
 	f->rt.remade.btime = id->btime;
 	f->rt.remade.flags = id->flags;
-	tdax_persist(dev, &f->rt.remade, sizeof(f->rt.remade));
+	tdax_dev_persist(dev, &f->rt.remade, sizeof(f->rt.remade));
 	atomic_store(&f->rt.remade.set, 1); /* last: a torn identity is never believed */
-	tdax_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
+	tdax_dev_persist(dev, (const void *)&f->rt.remade.set, sizeof(f->rt.remade.set));
 }
 
 void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t seq)
@@ -510,7 +510,7 @@ void tdax_file_release(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint
 	uint64_t cur = atomic_load(&f->released_seq);
 	while (cur < seq && !atomic_compare_exchange_weak(&f->released_seq, &cur, seq))
 		;
-	tdax_persist(dev, (const void *)&f->released_seq, sizeof(uint64_t));
+	tdax_dev_persist(dev, (const void *)&f->released_seq, sizeof(uint64_t));
 }
 
 /* "dir/..." below dir: the rest after the slash, or NULL. */
@@ -548,5 +548,5 @@ void tdax_files_format(struct tdax_device *dev)
 	uint64_t n = (uint64_t)dev->sb->max_files * TDAX_FILE_ENTRY_SIZE +
 		     (uint64_t)tdax_index_slots(dev->sb->max_files) * 8; /* and the index: empty */
 	memset(tdax_file_at(dev, 0), 0, n);
-	tdax_persist(dev, tdax_file_at(dev, 0), n);
+	tdax_dev_persist(dev, tdax_file_at(dev, 0), n);
 }

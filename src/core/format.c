@@ -52,7 +52,7 @@ static void format_region(struct tdax_device *dev, const struct tdax_create_opts
 	struct tdax_super *sb = (struct tdax_super *)(dev->base + TDAX_SUPER_OFF);
 
 	memset(dev->base, 0, TDAX_HEADER_SIZE);
-	tdax_persist(dev, dev->base, TDAX_HEADER_SIZE);
+	tdax_dev_persist(dev, dev->base, TDAX_HEADER_SIZE);
 	set_super(sb, o, cap);
 	tdax_device_set_geometry(dev, sb);
 	tdax_files_format(dev);
@@ -63,7 +63,7 @@ static void format_region(struct tdax_device *dev, const struct tdax_create_opts
 	sb->crc = 0;
 	memcpy(sb->magic, TDAX_MAGIC, sizeof(sb->magic));
 	sb->crc = tdax_super_crc(sb);
-	tdax_persist(dev, sb, sizeof(*sb));
+	tdax_dev_persist(dev, sb, sizeof(*sb));
 }
 
 int tdax_device_create(const struct tdax_create_opts *o, struct tdax_err *err)

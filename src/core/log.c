@@ -107,12 +107,12 @@ static void seg_reset(struct tdax_device *dev, struct tdax_seg *s, uint64_t tail
 {
 	TDAX_ASSERT(tail <= dev->sb->seg_size - TDAX_SEG_HEADER_SIZE); /* callers cut it to the room */
 	s->epoch++;
-	tdax_persist(dev, &s->epoch, sizeof(s->epoch));
+	tdax_dev_persist(dev, &s->epoch, sizeof(s->epoch));
 	uint64_t w = in_room(dev, s->written);
 	s->written = tail > w ? tail : w;
 	s->nslots = 0;
 	atomic_store(&s->tail, 0);
-	tdax_persist(dev, s, sizeof(*s));
+	tdax_dev_persist(dev, s, sizeof(*s));
 }
 
 /* Zero the bytes of released records, so that logged data does not stay
@@ -128,13 +128,13 @@ static void seg_wipe(struct tdax_device *dev, struct tdax_seg *s)
 	tdax_flush(dev, p, w);
 	tdax_drain(dev, 0);
 	s->written = 0;
-	tdax_persist(dev, &s->written, sizeof(s->written));
+	tdax_dev_persist(dev, &s->written, sizeof(s->written));
 }
 
 static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expected_owner)
 {
 	if (atomic_compare_exchange_strong(&s->owner, &expected_owner, TDAX_SEG_SEALED))
-		tdax_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
+		tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
 }
 
 void tdax_log_seal_mine(struct tdax_device *dev)
@@ -159,7 +159,7 @@ static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
 		seg_wipe(dev, s);
 	}
 	atomic_store(&s->owner, dead ? TDAX_SEG_FREE : TDAX_SEG_SEALED);
-	tdax_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
+	tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
 	return dead;
 }
 

@@ -97,5 +97,5 @@ void tdax_ranges_format(struct tdax_device *dev)
 {
 	uint64_t n = (uint64_t)dev->sb->max_ranges * TDAX_RANGE_ENTRY_SIZE;
 	memset(tdax_range_at(dev, 0), 0, n);
-	tdax_persist(dev, tdax_range_at(dev, 0), n);
+	tdax_dev_persist(dev, tdax_range_at(dev, 0), n);
 }

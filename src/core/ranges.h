@@ -52,6 +52,10 @@ struct tdax_range {
 	_Atomic uint32_t fgen; /* generation of the file entry it belongs to */
 	_Atomic uint32_t job_pid; /* pidlock of the process running its job; 0: none */
 	struct tdax_range_track t;
+	/* pidlock of a process with an explicit mapping of the range
+	 * (preload/explicit.h): while it lives the range stays logged. 0: none
+	 * (a device made before explicit mappings has 0 here). */
+	_Atomic uint32_t pin_pid;
 };
 _Static_assert(sizeof(struct tdax_range) <= TDAX_RANGE_ENTRY_SIZE, "range entry size");
 

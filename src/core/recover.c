@@ -718,7 +718,7 @@ static void forget_dirs(struct tdax_device *dev)
 	struct tdax_dirs *d = tdax_dirs(dev);
 	atomic_store(&d->watched, 0);
 	memset((void *)d->slot, 0, sizeof(d->slot));
-	tdax_persist(dev, (const void *)d, sizeof(*d));
+	tdax_dev_persist(dev, (const void *)d, sizeof(*d));
 }
 
 int tdax_recover(struct tdax_device *dev, const struct tdax_recover_opts *o,

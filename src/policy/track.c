@@ -199,6 +199,19 @@ enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struc
 	return decide(r, m, t, false);
 }
 
+bool tdax_track_pin(struct tdax_range_track *r)
+{
+	for (;;) {
+		uint32_t s = atomic_load(&r->state);
+		if (s == TDAX_R_UPGRADED)
+			return true;
+		if (s != TDAX_R_NONE && s != TDAX_R_TO_UPGRADE && s != TDAX_R_TO_DOWNGRADE)
+			return false; /* a job is running (or a state no tdax writes) */
+		if (move(r, s, TDAX_R_UPGRADED))
+			return true;
+	}
+}
+
 bool tdax_track_force_downgrade(struct tdax_range_track *r)
 {
 	return move(r, TDAX_R_UPGRADED, TDAX_R_TO_DOWNGRADE);

@@ -163,6 +163,17 @@ enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struc
 /* M at now, or -1 while write_count < F. */
 int tdax_track_metric(const struct tdax_range_track *r, const struct tdax_tunables *t, uint64_t now);
 
+/*
+ * An explicit mapping (SPEC "Explicit DAX", thesis section 7.2) needs the
+ * range logged now, whatever its metric: a range not logged, or marked for
+ * an upgrade or a downgrade, is upgraded at once (an upgrade moves nothing:
+ * the page cache holds the file). True if the range is logged; false while
+ * a job runs (a downgrade checkpointing it, an upgrade about to end): ask
+ * again. The runtime keeps a pinned range out of re-evaluation and
+ * pressure (preload/tracking.c).
+ */
+bool tdax_track_pin(struct tdax_range_track *r);
+
 /* Mark an upgraded range for downgrade (device pressure). */
 bool tdax_track_force_downgrade(struct tdax_range_track *r);
 

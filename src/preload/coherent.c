@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "preload/coherent.h"
 #include "core/log.h"
+#include "preload/mapped.h"
 #include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
@@ -139,11 +140,12 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
 }
 
-bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
-			    size_t r, tdax_rec_note_fn *note, void *ctx)
+/* Log r bytes of iov at off as records of file (idx, gen), count them and
+ * trace them as a write. */
+static bool log_counted(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
+			size_t r, tdax_rec_note_fn *note, void *ctx)
 {
-	uint32_t idx = e->file_plus1 - 1;
-	bool ok = log_iov(idx, e->gen, off, iov, iovcnt, r, note, ctx);
+	bool ok = log_iov(idx, gen, off, iov, iovcnt, r, note, ctx);
 	has_records(idx);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);
@@ -153,6 +155,41 @@ bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct 
 		tdax_count(TDAX_ST_LOGGED_BYTES, r);
 	}
 	return ok;
+}
+
+bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
+			    size_t r, tdax_rec_note_fn *note, void *ctx)
+{
+	return log_counted(e->file_plus1 - 1, e->gen, off, iov, iovcnt, r, note, ctx);
+}
+
+/*
+ * The bytes are in the page cache already (the mapping is the file's), so
+ * a record of them is all a power cut needs; a later real sync of the file
+ * (a checkpoint) releases it as any other. Only where the policy logs the
+ * ranges: a record must not outlive its range's logging (SPEC 3.6).
+ */
+bool tdax_coherent_persist(uint32_t idx, uint32_t gen, uint64_t off, const void *p, size_t len)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	if (f->gen != gen || atomic_load(&rt->unmanaged) || atomic_load(&rt->rewrite) ||
+	    !tdax_tracking_logged(idx, gen, off, len))
+		return false;
+#ifdef TDAX_TEST_BUILD
+	if (tdax_rt.test_lie)
+		return true; /* positive control for the crash tests: claim it, log nothing */
+#endif
+	struct iovec iov = { (void *)p, len };
+	if (!log_counted(idx, gen, off, &iov, 1, len, NULL, NULL))
+		return false;
+	/* (The append drained its record: durable now.) */
+	if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */
+		return false;
+	if (__builtin_expect(!atomic_load_explicit(&rt->synced, memory_order_relaxed), 0))
+		tdax_file_set_synced(dev, f); /* recovery may apply its records now */
+	return true;
 }
 
 void tdax_coherent_unlogged(const struct tdax_fd *e, uint64_t off, size_t r, bool blind)
@@ -426,7 +463,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 	}
 	if (atomic_load(&rt->uncovered) == 0 && !atomic_load(&rt->rewrite) &&
 	    !atomic_load(&rt->unmanaged) && !(e->flags & TDAX_FD_NOLOG) &&
-	    (datasync || !atomic_load(&rt->attrs_changed))) {
+	    (datasync || !atomic_load(&rt->attrs_changed)) && !tdax_mapped_file(idx)) {
 		if (sole || size_explained(fd, rt, size)) {
 			tdax_drain(tdax_rt.dev, 0); /* every record was persisted when written */
 			if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */

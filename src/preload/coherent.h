@@ -72,6 +72,12 @@ typedef void tdax_rec_note_fn(void *ctx, uint64_t seq, uint64_t off, const void 
 bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
 			    size_t r, tdax_rec_note_fn *note, void *ctx);
 
+/* Bytes p[0..len) of an explicit mapping (explicit.h) are at off of file
+ * (idx, gen) in the page cache: log them, if every range under them is
+ * logged, and make the records durable. True if they are durable in the
+ * device now; false if not (the caller asks the kernel). */
+bool tdax_coherent_persist(uint32_t idx, uint32_t gen, uint64_t off, const void *p, size_t len);
+
 /* A write that is not logged reached the kernel: the file is uncovered. A
  * cold one (tdax_tracking_cold) put r bytes at off (at the file position:
  * an estimate); blind: one whose place tdax does not know (off, r: 0). */

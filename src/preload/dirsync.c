@@ -167,7 +167,7 @@ int tdax_dirsync_sync(int fd, bool datasync)
 		uint64_t seq = atomic_load(dev->seq), cur = atomic_load(&d->light_seq);
 		while (cur < seq && !atomic_compare_exchange_weak(&d->light_seq, &cur, seq))
 			;
-		tdax_persist(dev, (const void *)&d->light_seq, sizeof(d->light_seq));
+		tdax_dev_persist(dev, (const void *)&d->light_seq, sizeof(d->light_seq));
 		if (!atomic_load(&tdax_rt.lost)) { /* the region went away meanwhile (watch.h) */
 			tdax_count(TDAX_ST_LIGHT_DIR_SYNCS, 1);
 			return 0;

@@ -321,8 +321,22 @@ static void at_exit(void)
 	tdax_inside--;
 }
 
+/*
+ * Is this process under tdax? Asked for by `tdax run` (which names the
+ * device) or by LD_PRELOAD set by hand. A program that only links
+ * libtdax.so for include/tdax.h and was asked for neither is not: its
+ * calls stay the kernel's, and its persists are msync.
+ */
+static bool asked_for(void)
+{
+	const char *pre = secure_getenv("LD_PRELOAD");
+	return tdax_env_device_named() || (pre && strstr(pre, "libtdax"));
+}
+
 __attribute__((constructor)) static void tdax_start(void)
 {
+	if (!asked_for())
+		return;
 	tdax_inside++;
 	configure();
 	/* Started with stderr closed (a daemon): fd 2 may become one of the

@@ -397,11 +397,28 @@ bool tdax_tracking_stream(uint64_t prev, uint64_t now)
 	return prev && now - prev <= t.wb_window_ns;
 }
 
-/* A sync of r's file at now: counted, decided, and a decision's job woken. */
+/* Is r pinned by a live process (an explicit mapping)? A dead one's pin
+ * goes. */
+static bool pinned(struct tdax_range *r)
+{
+	uint32_t pid = atomic_load_explicit(&r->pin_pid, memory_order_relaxed);
+	if (!pid)
+		return false;
+	if (tdax_pid_alive(pid))
+		return true;
+	atomic_compare_exchange_strong(&r->pin_pid, &pid, 0);
+	return false;
+}
+
+/* A sync of r's file at now: counted, decided, and a decision's job woken
+ * (a downgrade of a pinned range is taken back). */
 static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t now, bool stream)
 {
 	struct tdax_tunables own;
-	if (tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream) != TDAX_KEEP)
+	enum tdax_decision d = tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream);
+	if (d == TDAX_DOWNGRADE && pinned(r))
+		tdax_track_pin(&r->t);
+	else if (d != TDAX_KEEP)
 		tdax_wake();
 }
 
@@ -438,6 +455,41 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 			if (belongs(r, idx, gen) && atomic_load(&r->t.dirty))
 				synced(r, &t, now, stream);
 		}
+	}
+}
+
+bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
+{
+	if (!tracks() || len == 0)
+		return tdax_rt.policy == TDAX_POLICY_ALWAYS;
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_tunables t;
+	tdax_control_get(dev, &t);
+	uint32_t g = gran_of(tdax_rt_of(idx), &t);
+	bool logged = true;
+	for (uint64_t rno = off >> (g + TDAX_PAGE_SHIFT); rno <= (off + len - 1) >> (g + TDAX_PAGE_SHIFT); rno++) {
+		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
+		if (!r) {
+			logged = false; /* the table is full: this range stays with the kernel */
+			continue;
+		}
+		tdax_pidlock_try(&r->pin_pid); /* (another live process's pin holds it too) */
+		logged &= tdax_track_pin(&r->t);
+	}
+	return logged;
+}
+
+void tdax_tracking_unpin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
+{
+	uint32_t g = tdax_file_gran(tdax_rt_of(idx));
+	if (!tracks() || !g || len == 0)
+		return;
+	g--;
+	for (uint64_t rno = off >> (g + TDAX_PAGE_SHIFT); rno <= (off + len - 1) >> (g + TDAX_PAGE_SHIFT); rno++) {
+		struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, false);
+		uint32_t me = tdax_pid();
+		if (r)
+			atomic_compare_exchange_strong(&r->pin_pid, &me, 0);
 	}
 }
 
@@ -489,10 +541,11 @@ void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx))
 		if (f->gen != atomic_load(&r->fgen))
 			continue; /* its file is gone */
 		struct tdax_tunables own;
-		if (atomic_load(&r->t.state) == TDAX_R_UPGRADED)
+		bool pin = atomic_load(&r->t.state) == TDAX_R_UPGRADED && pinned(r);
+		if (atomic_load(&r->t.state) == TDAX_R_UPGRADED && !pin)
 			tdax_track_reevaluate(&r->t, decided_on(r, &t, now, &own), now);
 		run_job(r, checkpoint);
-		if (pressure && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
+		if (pressure && !pin && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
 			int m = tdax_track_metric(&r->t, &t, now);
 			if (lowest < 0 || m < lowest)
 				lowest = m < 0 ? 0 : m;
@@ -500,10 +553,11 @@ void tdax_tracking_work(bool pressure, int (*checkpoint)(uint32_t idx))
 	}
 	if (lowest < 0)
 		return;
-	/* Device pressure: the ranges with the lowest M go first. */
+	/* Device pressure: the ranges with the lowest M go first; pinned
+	 * ones (explicit mappings) have priority and stay (thesis 7.2). */
 	for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 		struct tdax_range *r = tdax_range_at(dev, i);
-		if (atomic_load(&r->key) && atomic_load(&r->t.state) == TDAX_R_UPGRADED) {
+		if (atomic_load(&r->key) && atomic_load(&r->t.state) == TDAX_R_UPGRADED && !pinned(r)) {
 			int m = tdax_track_metric(&r->t, &t, now);
 			if ((m < 0 ? 0 : m) <= lowest && tdax_track_force_downgrade(&r->t))
 				run_job(r, checkpoint);

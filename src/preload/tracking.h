@@ -54,6 +54,16 @@ bool tdax_tracking_stream(uint64_t prev, uint64_t now);
  * a job wakes the write-back thread (wake.h). */
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
 
+/*
+ * Explicit mappings (explicit.h): pin makes the ranges under [off, off+len)
+ * of the file logged now and keeps them so -- out of re-evaluation and
+ * pressure -- while this process lives or until unpinned. True if every
+ * one is logged (under policy `always` every write is; under `never`, none
+ * is, and nothing is pinned). unpin lets this process's pins go.
+ */
+bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
+void tdax_tracking_unpin(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
+
 /* One pass of the worker: jobs, re-evaluation; under pressure (log fuller
  * than the high watermark) downgrade the ranges with the lowest M first.
  * A downgrade job checkpoints the file with checkpoint(file index), which

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	atomic_store(&rt->synced, 1);
-	tdax_persist(dev, &rt->synced, sizeof(rt->synced));
+	tdax_dev_persist(dev, &rt->synced, sizeof(rt->synced));
 	char *buf = malloc(size);
 	for (unsigned i = 0; i < count; i++) {
 		pattern(buf, size, i);

@@ -191,7 +191,7 @@ TEST(emulated_persist_cost_is_paid_per_barrier)
 	CHECK(dev->persist_cost_ns == 200000);
 	uint64_t t0 = tdax_now_ns();
 	for (int i = 0; i < 5; i++)
-		tdax_persist(dev, dev->base + 8192, 64);
+		tdax_dev_persist(dev, dev->base + 8192, 64);
 	CHECK(tdax_now_ns() - t0 >= 5 * 200000ull); /* a lower bound: spins never end early */
 	tdax_device_close(dev);
 }

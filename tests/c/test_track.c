@@ -448,6 +448,31 @@ TEST(failed_job_rolls_back_and_is_retried_never_run_twice)
 	CHECK(atomic_load(&r.state) == TDAX_R_NONE && !tdax_range_logged(TDAX_R_NONE));
 }
 
+TEST(an_explicit_mapping_pins_its_range_logged_at_once)
+{
+	struct tdax_range_track r;
+	memset(&r, 0, sizeof(r));
+	/* Cold, or marked either way: upgraded now, no job left to run. */
+	static const uint32_t now_logged[] = { TDAX_R_NONE, TDAX_R_TO_UPGRADE, TDAX_R_TO_DOWNGRADE,
+					       TDAX_R_UPGRADED };
+	for (size_t i = 0; i < sizeof(now_logged) / sizeof(now_logged[0]); i++) {
+		atomic_store(&r.state, now_logged[i]);
+		CHECK(tdax_track_pin(&r));
+		CHECK(atomic_load(&r.state) == TDAX_R_UPGRADED);
+		CHECK(tdax_track_job_begin(&r) == TDAX_KEEP);
+	}
+	/* A job running: its end decides; the mapping asks again. */
+	atomic_store(&r.state, TDAX_R_DOWNGRADING);
+	CHECK(!tdax_track_pin(&r));
+	CHECK(atomic_load(&r.state) == TDAX_R_DOWNGRADING);
+	tdax_track_job_end(&r, TDAX_DOWNGRADE, true);
+	CHECK(tdax_track_pin(&r) && tdax_range_logged(atomic_load(&r.state)));
+	atomic_store(&r.state, TDAX_R_UPGRADING);
+	CHECK(!tdax_track_pin(&r));
+	atomic_store(&r.state, 77); /* damaged: left alone */
+	CHECK(!tdax_track_pin(&r) && atomic_load(&r.state) == 77);
+}
+
 TEST(job_left_running_by_a_dead_worker_is_marked_again)
 {
 	struct tdax_range_track r;

@@ -29,7 +29,7 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,dax,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
                                         raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
                                         raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept]
@@ -65,6 +65,7 @@ TDAX = str(ROOT / "build" / "bin" / "tdax")
 TDAX_TEST = str(ROOT / "build" / "test" / "bin" / "tdax")  # with the test aids
 VOLDISK = str(ROOT / "build" / "tests" / "tdax-voldisk")
 ROCKSDB_CLIENT = str(ROOT / "build" / "tests" / "tdax-rocksdb-client")
+DAXLOG = str(ROOT / "build" / "tests" / "tdax-daxlog")
 WORKLOADS = str(Path(__file__).resolve().parent / "workloads.py")
 PY = sys.executable
 HDR = struct.Struct("<4sIQI")
@@ -287,9 +288,21 @@ def peeking(d):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that no outgoing connection takes meanwhile: one
+    below the kernel's ephemeral range (bind to port 0 gives one of those,
+    which any connect may take before the server -- or the checker, which
+    starts it again on the same port -- binds it)."""
+    lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    pick = random.SystemRandom()
+    for _ in range(1000):
+        port = pick.randrange(max(1024, lo - 20000), lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below the ephemeral range ({lo})")
 
 
 PGBIN = "/usr/lib/postgresql/15/bin"
@@ -354,6 +367,9 @@ def start(app, d, oracle, device, env, tdax):
         cli = subprocess.Popen([PY, WORKLOADS, app, str(d), str(oracle), str(port)], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return [srv, cli]
+    if app == "dax":
+        return subprocess.Popen(pre + [DAXLOG, "run", str(d), str(oracle)], env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if app == "rocksdb":
         return subprocess.Popen(pre + [ROCKSDB_CLIENT, str(d / "db"), str(oracle)], env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -539,7 +555,7 @@ def check_rocksdb(d, oracle):
                                          f"{scan.stderr.strip()[-200:]}; first lost: {lost[:3]}" if lost or bad else "")
 
 
-CHECK = {"raw": check_raw, "sqlite": check_sqlite, "redis": check_redis, "postgres": check_postgres,
+CHECK = {"raw": check_raw, "dax": check_raw, "sqlite": check_sqlite, "redis": check_redis, "postgres": check_postgres,
          "rocksdb": check_rocksdb, "etcd": check_etcd}
 
 
@@ -671,7 +687,7 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,sqlite-wal,sqlite-delete,"
+    ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,dax,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
                     "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
                     "raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept")
@@ -692,7 +708,7 @@ def main():
         sys.exit("crashtest: needs root (loop devices, mount, FUSE)")
     plan = [(app, f, False) for app in a.apps.split(",") for f in a.faults.split(",")]
     if a.control:
-        plan += [(app, "cut-all", True) for app in ("raw", "sqlite-wal", "rocksdb")]
+        plan += [(app, "cut-all", True) for app in ("raw", "dax", "sqlite-wal", "rocksdb")]
     rounds = 1 if a.round_seed is not None else a.rounds
     print(f"crashtest: seed {a.seed}, {rounds} rounds per line, {len(plan)} lines, {a.jobs} at once", flush=True)
     rows = {line: [] for line in plan}

@@ -21,7 +21,7 @@ def installed(prefix, unitdir, man="tdax.1", conf=None):
     return {f"{prefix}/bin/tdax", f"{lib}/libtdax.so", f"{lib}/libtdaxtrack.so",
             f"{prefix}/share/man/man1/{man}", f"{prefix}/share/bash-completion/completions/tdax",
             f"{unitdir}/tdax-recover@.service", f"{unitdir}/tdax-recover.service",
-            conf or f"{prefix}/share/doc/tdax/tdax.conf.example"} | {
+            conf or f"{prefix}/share/doc/tdax/tdax.conf.example", f"{prefix}/include/tdax.h"} | {
                 f"{lib}/python/tdaxsim/{n}" for n in SIM}
 
 
@@ -79,6 +79,36 @@ def test_an_installed_tdax_runs_from_its_own_paths(tmp_path, device, diskdir):
     assert not list(prefix.rglob("__pycache__"))  # nothing that uninstall would leave
     p = run(tdax, "bench", "log")
     assert p.returncode == 1 and "runs from a tdax source tree" in p.stderr
+
+
+def test_an_application_builds_against_the_installed_api(tmp_path, device, diskdir):
+    """include/tdax.h as installed: a C program built with the header and
+    the library from PREFIX alone, run under the installed tdax, has its
+    persists answered from the device."""
+    prefix = tmp_path / "prefix"
+    make("install", f"PREFIX={prefix}")
+    src = tmp_path / "app.c"
+    src.write_text(
+        "#include <fcntl.h>\n#include <string.h>\n#include <unistd.h>\n#include <tdax.h>\n"
+        "int main(int argc, char **argv) {\n"
+        "  int fd = open(argv[1], O_RDWR | O_CREAT, 0644);\n"
+        "  if (fd < 0 || ftruncate(fd, 65536) != 0) return 2;\n"
+        "  char *p = tdax_map(fd, 0, 65536, TDAX_MAP_PIN);\n"
+        "  if (!p) return 3;\n"
+        "  for (int i = 0; i < 100; i++) {\n"
+        "    memcpy(p + 8 * i, \"record!\\n\", 8);\n"
+        "    if (tdax_persist(p + 8 * i, 8) != 0) return 4;\n"
+        "  }\n"
+        "  return tdax_unmap(p, 65536) == 0 ? 0 : 5;\n}\n")
+    lib = prefix / "lib" / "tdax"
+    run("cc", "-Wall", "-Werror", f"-I{prefix}/include", src, "-o", tmp_path / "app", f"-L{lib}", "-ltdax",
+        f"-Wl,-rpath,{lib}", check=0)
+    tdax = prefix / "bin" / "tdax"
+    run(tdax, "device", "create", "--device", device, "--size", "64M", check=0)
+    run(tdax, "run", "--device", device, "--", tmp_path / "app", diskdir / "log", env=TDAX_ENV, check=0)
+    assert (diskdir / "log").read_bytes()[:800] == b"record!\n" * 100
+    c = json.loads(run(tdax, "status", "--device", device, "--json", check=0).stdout)["counters"]
+    assert c["persists"] == 100 and c["persists_real"] == 0, c
 
 
 def test_the_recovery_units_verify(tmp_path):

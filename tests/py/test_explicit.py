@@ -1,0 +1,226 @@
+"""Explicit mappings (include/tdax.h, src/preload/explicit.h): tdax_map,
+tdax_persist and tdax_unmap, called through ctypes by Python programs
+under `tdax run` (the preloaded libtdax.so exports them), and by a C program
+linked with libtdax.so (tests/crash/daxlog.c) with and without it."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, PY, TDAX, TDAX_ENV, info, power_cut, run, started, tdax_run
+
+DAXLOG = BUILD / "tests" / "tdax-daxlog"  # tests/crash/daxlog.c, linked with libtdax.so
+
+# The API through ctypes: the process's own symbols, the preloaded copy's.
+API = r"""
+import ctypes, os, sys, time
+lib = ctypes.CDLL(None, use_errno=True)
+lib.tdax_map.restype = ctypes.c_void_p
+lib.tdax_map.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_size_t, ctypes.c_int]
+lib.tdax_persist.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+lib.tdax_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+PIN = 1
+SIZE = 1 << 20
+
+def rec(i):
+    return b"explicit record %06d\n" % i
+
+def open_mapped(path, flags=PIN):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, SIZE)
+    p = lib.tdax_map(fd, 0, SIZE, flags)
+    assert p, os.strerror(ctypes.get_errno())
+    return fd, p
+
+def append(p, i):
+    r = rec(i)
+    ctypes.memmove(p + i * len(r), r, len(r))
+    return p + i * len(r), len(r)
+"""
+
+# N records stored and persisted one by one; "persisted N", then a wait
+# for stdin (or SIGKILL of itself with "kill").
+PERSISTER = API + r"""
+fd, p = open_mapped(sys.argv[1])
+n = int(sys.argv[2])
+for i in range(n):
+    assert lib.tdax_persist(*append(p, i)) == 0, os.strerror(ctypes.get_errno())
+print("persisted", n, flush=True)
+if sys.argv[3:] == ["kill"]:
+    os.kill(os.getpid(), 9)
+sys.stdin.readline()
+assert lib.tdax_unmap(p, SIZE) == 0
+"""
+
+
+def records(n):
+    return b"".join(b"explicit record %06d\n" % i for i in range(n))
+
+
+def counters(device):
+    return info(device)["counters"]
+
+
+def test_persisted_stores_survive_a_kill_and_a_power_cut(dev, diskdir):
+    """Under the default policy: the mapping pins its range logged, each
+    persist is a record, and after SIGKILL and the page cache's loss
+    recovery puts every persisted byte back."""
+    f = diskdir / "log"
+    p = tdax_run(dev, PERSISTER, f, 500, "kill", policy="thesis", check=-9)
+    assert "persisted 500" in p.stdout
+    assert f.read_bytes()[:500 * 23] == records(500)  # the page cache has them
+    rep = power_cut(dev, f)
+    assert rep["applied"] >= 500, rep
+    assert f.read_bytes()[:500 * 23] == records(500)
+
+
+@pytest.mark.parametrize("policy, light", [("thesis", True), ("adaptive", True), ("always", True),
+                                           ("never", False)])
+def test_persists_are_answered_from_the_log_unless_the_policy_logs_nothing(dev, diskdir, policy, light):
+    """No sync at all: each persist is a record, or under policy never the
+    kernel's msync."""
+    f = diskdir / "log"
+    tdax_run(dev, PERSISTER, f, 100, policy=policy, input="\n")
+    c = counters(dev)
+    assert (c["persists"], c["persists_real"]) == ((100, 0) if light else (0, 100)), c
+    assert c["light_syncs"] == 0, c
+    assert f.read_bytes()[:100 * 23] == records(100)
+
+
+def test_the_api_works_without_tdax_run(diskdir):
+    """A program linked with libtdax.so, run without tdax: not under it (no
+    word from tdax, no device), every persist an msync, and the bytes are
+    the file's."""
+    f = diskdir / "log"
+    p = run(DAXLOG, "bench", f, 50, 100, env={"TDAX_CONFIG": ""}, check=0)
+    assert p.stdout.startswith("persist 100 B: median") and p.stderr == "", p
+    data = f.read_bytes()
+    assert all(data[i * 100:(i + 1) * 100] == bytes([i]) * 100 for i in range(50))
+
+
+def test_another_process_sees_the_mapped_bytes_at_once(dev, diskdir):
+    """The mapping is the file's: a reader without tdax reads what was
+    stored (persisted or not), and its writes show in the mapping."""
+    f = diskdir / "log"
+    code = API + r"""
+fd, p = open_mapped(sys.argv[1])
+append(p, 0)  # stored, not persisted
+print("stored", flush=True)
+sys.stdin.readline()
+print(ctypes.string_at(p + 100, 5).decode(), flush=True)
+"""
+    e = dict(os.environ, **TDAX_ENV)
+    proc = subprocess.Popen([TDAX, "run", "--device", dev, "--policy", "thesis", "--", PY, "-c", code, f],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=e)
+    try:
+        assert proc.stdout.readline() == "stored\n"
+        with open(f, "r+b") as other:
+            assert other.read(23) == records(1)
+            other.seek(100)
+            other.write(b"hello")
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "hello\n"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("when", ["mapped", "unmapped"])
+def test_a_sync_while_mapped_or_after_unmap_is_real(dev, diskdir, when):
+    """Stores not persisted are not in the log: an fsync of the file while
+    a mapping lives, or after it is gone, must reach the kernel, or a power
+    cut would lose what it acknowledged. (Policy always: without a mapping
+    such a sync would be answered from the log.)"""
+    f = diskdir / "log"
+    code = API + r"""
+fd, p = open_mapped(sys.argv[1])
+append(p, 0)
+if sys.argv[2] == "unmapped":
+    assert lib.tdax_unmap(p, SIZE) == 0
+os.fsync(fd)
+os.kill(os.getpid(), 9)
+"""
+    tdax_run(dev, code, f, when, policy="always", check=-9)
+    rep = power_cut(dev, f)
+    assert f.read_bytes()[:23] == records(1), rep
+
+
+def test_the_mapped_range_stays_upgraded_and_status_shows_its_pin(dev, diskdir):
+    """Thesis section 7.2: an explicit mapping has priority. Its range is
+    upgraded at once (no sync stream needed), re-evaluation leaves it
+    upgraded while nothing is written (a transparent range would be idle
+    and downgraded), and `tdax status` says it is pinned; the pin goes with
+    the process."""
+    f = diskdir / "log"
+    code = API + r"""
+fd, p = open_mapped(sys.argv[1], 0)
+print("mapped", flush=True)
+time.sleep(60)
+"""
+    with started(dev, code, f, policy="thesis") as proc:
+        assert proc.stdout.readline() == "mapped\n"
+        time.sleep(2.5)  # past both windows: an idle transparent range is downgraded
+        st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+        mine = [x for x in st["files"] if x["path"] == str(f)]
+        assert mine and mine[0]["pinned"] >= 1 and mine[0]["upgraded"] >= 1, st["files"]
+        text = run(TDAX, "status", "--device", dev, check=0).stdout
+        assert "[pinned: 1 ranges mapped explicitly]" in text, text
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+    assert all(x["pinned"] == 0 for x in st["files"]), st["files"]
+
+
+def test_bad_calls_fail_as_the_system_calls_would(dev, diskdir):
+    f = diskdir / "log"
+    code = API + r"""
+import errno
+def err(r):
+    return errno.errorcode.get(ctypes.get_errno()) if not r or r == -1 else "ok"
+fd, p = open_mapped(sys.argv[1])
+ro = os.open(sys.argv[1], os.O_RDONLY)
+print(err(lib.tdax_map(fd, 0, SIZE, 2)), err(lib.tdax_map(fd, 0, 0, 0)), err(lib.tdax_map(fd, 1, 4096, 0)),
+      err(lib.tdax_map(fd, 0, SIZE + 4096, 0)), err(lib.tdax_map(ro, 0, 4096, 0)), err(lib.tdax_map(999, 0, 4096, 0)))
+print(err(lib.tdax_persist(p + SIZE - 10, 20)), err(lib.tdax_persist(id(fd), 8)), err(lib.tdax_unmap(p, 4096)),
+      err(lib.tdax_persist(p + 5, 0) + 1))
+"""
+    out = tdax_run(dev, code, f, policy="thesis").stdout.split("\n")
+    assert out[0] == "EINVAL EINVAL EINVAL EINVAL EACCES EBADF", out
+    assert out[1] == "EINVAL EINVAL EINVAL ok", out
+
+
+def test_device_pressure_downgrades_transparent_ranges_and_keeps_the_pinned_one(device, diskdir):
+    """Thesis section 7.2: when the log fills past the high watermark, the
+    ranges with the lowest metric are downgraded first -- but a pinned range
+    stays, although its metric (nothing written through write()) is the
+    lowest of all."""
+    run(TDAX, "device", "create", "--device", device, "--size", "16M", check=0)
+    code = API + r"""
+fd, p = open_mapped(sys.argv[1], 0)
+y = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(400):                      # a synced stream: upgraded, logged
+    os.write(y, b"y" * 32768)
+    os.fdatasync(y)
+print("filled", flush=True)
+time.sleep(60)
+"""
+    # Pressure from 1 % of the log on (the high watermark), not 90 %: at
+    # every pass, as the process's own segment is more than that.
+    with started(device, code, diskdir / "x", diskdir / "y", policy="thesis",
+                 env={"TDAX_WB_HIGH_PCT": "1"}) as proc:
+        assert proc.stdout.readline() == "filled\n"
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st = json.loads(run(TDAX, "status", "--device", device, "--json", "-v", check=0).stdout)
+            if st["counters"]["downgrades"] >= 1:
+                break
+            time.sleep(0.1)
+        files = {x["path"]: x for x in st["files"]}
+        x, y = files[str(diskdir / "x")], files[str(diskdir / "y")]
+        assert st["counters"]["downgrades"] >= 1, st["counters"]
+        assert x["pinned"] == 1 and [r["state"] for r in x["range_detail"]] == ["upgraded"], x
+        assert any(r["state"] != "upgraded" for r in y["range_detail"]), y
