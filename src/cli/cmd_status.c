@@ -188,9 +188,11 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	printf("explicit mappings: %llu persists answered from the log, %llu by the kernel\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS_REAL]));
-	printf("ranges: %llu upgrades, %llu downgrades; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
+	printf("ranges: %llu upgrades, %llu downgrades, %llu upgrades left to the reserve for explicit "
+	       "mappings; policy U=%u D=%u F=%u G=%u windows %llu/%llu ms\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES]),
-	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]), t.upgrade_pct, t.downgrade_pct,
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_UPGRADES_RESERVED]), t.upgrade_pct, t.downgrade_pct,
 	       t.write_threshold, t.gran_order, (unsigned long long)(t.wb_window_ns / 1000000u),
 	       (unsigned long long)(t.wr_window_ns / 1000000u));
 	reactivity(c);

@@ -23,7 +23,7 @@ const char *tdax_stat_name(enum tdax_stat s)
 		"lease_breaks", "upgrade_wait_ns", "upgrades_timed", "downgrade_wait_ns",
 		"downgrades_timed", "promotions", "demotions", "deferred_writes", "demoted_seen",
 		"demoted_opened", "demoted_writeback", "demoted_full", "demoted_kernel", "demoted_unselected",
-		"persists", "persists_real",
+		"persists", "persists_real", "upgrades_reserved",
 	};
 	static const char *const lat[2 * (TDAX_LAT_BUCKETS + 1)] = {
 		"light_sync_ns_le_256", "light_sync_ns_le_1024", "light_sync_ns_le_4096",

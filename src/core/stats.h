@@ -66,6 +66,7 @@ enum tdax_stat {
 	TDAX_ST_DEMOTED_UNSELECTED, /* the selection dropped it (busier files took its room) */
 	TDAX_ST_PERSISTS,        /* tdax_persist calls answered from the log (explicit mappings) */
 	TDAX_ST_PERSISTS_REAL,   /* tdax_persist calls that went to the kernel (msync) */
+	TDAX_ST_UPGRADES_RESERVED, /* upgrades not taken: the log's reserve for explicit mappings */
 	TDAX_ST_FALLBACK0,       /* + enum tdax_fallback */
 	/* Sync latency histograms, one sync in TDAX_LAT_EVERY per thread timed:
 	 * lightweight syncs' then real ones', each TDAX_LAT_BUCKETS counts

@@ -212,6 +212,11 @@ bool tdax_track_pin(struct tdax_range_track *r)
 	}
 }
 
+bool tdax_track_unmark(struct tdax_range_track *r)
+{
+	return move(r, TDAX_R_TO_UPGRADE, TDAX_R_NONE);
+}
+
 bool tdax_track_force_downgrade(struct tdax_range_track *r)
 {
 	return move(r, TDAX_R_UPGRADED, TDAX_R_TO_DOWNGRADE);

@@ -174,6 +174,11 @@ int tdax_track_metric(const struct tdax_range_track *r, const struct tdax_tunabl
  */
 bool tdax_track_pin(struct tdax_range_track *r);
 
+/* Take back an upgrade decided but not begun (TO_UPGRADE -> NONE): the
+ * device has no room for it (the runtime's reserve for explicit mappings).
+ * True if it was taken back. */
+bool tdax_track_unmark(struct tdax_range_track *r);
+
 /* Mark an upgraded range for downgrade (device pressure). */
 bool tdax_track_force_downgrade(struct tdax_range_track *r);
 

@@ -108,6 +108,7 @@ static void configure(void)
 	tdax_rt.wb_age_ns = wb_var(TDAX_WB_AGE_MS) * 1000000u;
 	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
 	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
+	tdax_rt.reserve_pct = (uint32_t)tdax_env_value("TDAX_EXPLICIT_RESERVE_PCT", 10, 0, 100);
 	/* One the application does not use (one it handles turns leases off). */
 	tdax_rt.lease_signal = (int)tdax_env_value("TDAX_LEASE_SIGNAL", (uint64_t)(SIGRTMAX - 2),
 						   (uint64_t)SIGRTMIN, (uint64_t)SIGRTMAX);

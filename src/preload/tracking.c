@@ -27,6 +27,17 @@ void tdax_tracking_fill(uint32_t pct)
 	atomic_store_explicit(&fill_pct, pct, memory_order_relaxed);
 }
 
+/*
+ * The reserve for explicit mappings (thesis section 7.2): past
+ * 100 - TDAX_EXPLICIT_RESERVE_PCT % of the log in use (as of the last
+ * write-back pass) no transparent upgrade is decided or carried -- pinned
+ * ranges (tdax_tracking_pin) are upgraded whatever the fill.
+ */
+static bool reserved(void)
+{
+	return atomic_load_explicit(&fill_pct, memory_order_relaxed) + tdax_rt.reserve_pct >= 100;
+}
+
 /* The tunables range r is decided on: the device's, or under the adaptive
  * policy its own (policy/track.h). */
 static const struct tdax_tunables *decided_on(const struct tdax_range *r, const struct tdax_tunables *t,
@@ -70,7 +81,7 @@ static void carry(uint32_t idx, uint32_t gen, const struct tdax_range *r, uint32
 {
 	uint64_t at = tdax_track_carry_page(g);
 	if (p0 > at || p1 < at || rno == UINT32_MAX ||
-	    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED)
+	    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED || reserved())
 		return;
 	struct tdax_range *next = tdax_ranges_get(tdax_rt.dev, idx, gen, rno + 1, true);
 	if (next && tdax_track_carry(&r->t, &next->t, t, now))
@@ -411,13 +422,16 @@ static bool pinned(struct tdax_range *r)
 }
 
 /* A sync of r's file at now: counted, decided, and a decision's job woken
- * (a downgrade of a pinned range is taken back). */
+ * (a downgrade of a pinned range is taken back, and an upgrade into the
+ * reserve for explicit mappings). */
 static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t now, bool stream)
 {
 	struct tdax_tunables own;
 	enum tdax_decision d = tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream);
 	if (d == TDAX_DOWNGRADE && pinned(r))
 		tdax_track_pin(&r->t);
+	else if (d == TDAX_UPGRADE && reserved() && tdax_track_unmark(&r->t))
+		tdax_count(TDAX_ST_UPGRADES_RESERVED, 1);
 	else if (d != TDAX_KEEP)
 		tdax_wake();
 }
