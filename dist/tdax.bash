@@ -5,7 +5,7 @@ _tdax()
 {
 	local cur prev words cword
 	_init_completion || return
-	local commands="run recover status top metrics exporter get set device trace sim bench config --version --help"
+	local commands="run recover status top metrics exporter get set pin device trace sim bench config --version --help"
 	if ((cword == 1)); then
 		COMPREPLY=($(compgen -W "$commands" -- "$cur"))
 		return
@@ -56,6 +56,7 @@ _tdax()
 	status) opts="--device --json --verbose --help" ;;
 	top) opts="--device --interval --count --verbose --help" ;;
 	get | set | metrics) opts="--device --help" ;;
+	pin) opts="--device --range --for --allow-shared --help" ;;
 	exporter) opts="--device --listen --allow-shared --help" ;;
 	device)
 		if ((cword == 2)); then

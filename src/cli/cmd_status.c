@@ -218,7 +218,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 			printf("  [bypass: promoted by pid %u, %llu bytes logged]", by,
 			       (unsigned long long)atomic_load(&file->rt.logged_bytes));
 		if (fr[f].pinned)
-			printf("  [pinned: %u ranges mapped explicitly]", fr[f].pinned);
+			printf("  [pinned: %u ranges (explicit mappings, tdax pin)]", fr[f].pinned);
 		printf("\n");
 		if (verbose)
 			print_ranges(dev, f, false, &t);

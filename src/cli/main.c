@@ -8,6 +8,7 @@
 
 #include "cli/cmd_device.h"
 #include "cli/cmd_exporter.h"
+#include "cli/cmd_pin.h"
 #include "cli/cmd_python.h"
 #include "cli/cmd_recover.h"
 #include "cli/cmd_run.h"
@@ -32,6 +33,7 @@ static const char main_help[] =
 	"  exporter         the same over HTTP, for Prometheus to scrape (loopback)\n"
 	"  get [KEY]        show the policy's tunables\n"
 	"  set KEY=VALUE    change a tunable for every process using the device\n"
+	"  pin FILE         keep a file's ranges upgraded while it runs (explicit mapping)\n"
 	"  bench SUITE      benchmarks side by side, with plots (tdax bench --help)\n"
 	"  trace info|dump  read a trace made by tdax run --trace\n"
 	"  sim TRACE        replay a trace through the policies (tdax sim --help)\n"
@@ -67,7 +69,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} top[] = { { "run", cmd_run }, { "status", cmd_status }, { "top", cmd_top }, { "metrics", cmd_metrics }, { "exporter", cmd_exporter },
-		    { "get", cmd_get }, { "set", cmd_set }, { "bench", cmd_bench },
+		    { "get", cmd_get }, { "set", cmd_set }, { "pin", cmd_pin }, { "bench", cmd_bench },
 		    { "trace", cmd_trace }, { "sim", cmd_trace },
 		    { "serve-syscalls", cmd_serve_syscalls } /* tdax run's, not listed */ };
 	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)

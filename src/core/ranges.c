@@ -6,6 +6,7 @@
  */
 #include "core/ranges.h"
 #include "core/files.h"
+#include "core/tunables.h"
 
 #include <string.h>
 
@@ -98,4 +99,14 @@ void tdax_ranges_format(struct tdax_device *dev)
 	uint64_t n = (uint64_t)dev->sb->max_ranges * TDAX_RANGE_ENTRY_SIZE;
 	memset(tdax_range_at(dev, 0), 0, n);
 	tdax_dev_persist(dev, tdax_range_at(dev, 0), n);
+}
+
+uint32_t tdax_ranges_gran(struct tdax_file_rt *rt, const struct tdax_tunables *t)
+{
+	uint32_t g = tdax_file_gran(rt);
+	if (g)
+		return g - 1;
+	uint32_t none = 0;
+	atomic_compare_exchange_strong(&rt->gran, &none, t->gran_order + 1);
+	return tdax_file_gran(rt) - 1;
 }

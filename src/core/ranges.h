@@ -86,4 +86,10 @@ void tdax_ranges_format(struct tdax_device *dev);
 struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint32_t fgen,
 				   uint32_t rno, bool create);
 
+/* The file's granularity order G (its ranges are 2^G pages): fixed when
+ * it is first tracked, from the tunables' at that time. */
+struct tdax_file_rt;
+struct tdax_tunables;
+uint32_t tdax_ranges_gran(struct tdax_file_rt *rt, const struct tdax_tunables *t);
+
 #endif

@@ -49,17 +49,6 @@ static const struct tdax_tunables *decided_on(const struct tdax_range *r, const 
 	return own;
 }
 
-/* The file's granularity: fixed when it is first tracked. */
-static uint32_t gran_of(struct tdax_file_rt *rt, const struct tdax_tunables *t)
-{
-	uint32_t g = tdax_file_gran(rt);
-	if (g)
-		return g - 1;
-	uint32_t none = 0;
-	atomic_compare_exchange_strong(&rt->gran, &none, t->gran_order + 1);
-	return tdax_file_gran(rt) - 1;
-}
-
 static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
 {
 	uint32_t v = slot + 1;
@@ -271,7 +260,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	tdax_control_get(dev, &t);
 	if (!cur.busy)
 		flush(now, &t);
-	uint32_t g = gran_of(rt, &t);
+	uint32_t g = tdax_ranges_gran(rt, &t);
 	bool logged = true;
 	/* At the end the file had: its size is raised after this look. */
 	bool appends = tdax_rt.policy == TDAX_POLICY_ADAPTIVE &&
@@ -382,7 +371,7 @@ void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)
 	struct tdax_track_legacy legacy = h->legacy;
 	uint64_t last = h->last_sync_ns;
 	atomic_store(&h->key, 0); /* one heir per removal */
-	gran_of(rt, &t);
+	tdax_ranges_gran(rt, &t);
 	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, true);
 	if (!r)
 		return;
@@ -479,7 +468,7 @@ bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	uint32_t g = gran_of(tdax_rt_of(idx), &t);
+	uint32_t g = tdax_ranges_gran(tdax_rt_of(idx), &t);
 	bool logged = true;
 	for (uint64_t rno = off >> (g + TDAX_PAGE_SHIFT); rno <= (off + len - 1) >> (g + TDAX_PAGE_SHIFT); rno++) {
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
