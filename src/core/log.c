@@ -295,7 +295,7 @@ static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_
 		dev->memcpy(at + sizeof(h), data, len, PMEM2_F_MEM_NODRAIN);
 	dev->memcpy(at, &h, sizeof(h), PMEM2_F_MEM_NODRAIN);
 	mine.tail = tail + need;
-	atomic_store(&s->tail, mine.tail);
+	atomic_store_explicit(&s->tail, mine.tail, memory_order_release);
 	tdax_drain(dev, len);
 	*seq = h.seq;
 	if (where)

@@ -92,6 +92,7 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 		errno = EINVAL;
 		return NULL;
 	}
+	tdax_promoted_settle_fd(fd); /* bypass mode: the kernel's copy (and size) first */
 	if (tdax_sys_fstat(fd, &st) != 0)
 		return NULL;
 	if (S_ISREG(st.st_mode) && ((uint64_t)offset > (uint64_t)st.st_size ||
@@ -99,7 +100,6 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 		errno = EINVAL; /* beyond the end: a store there would be SIGBUS */
 		return NULL;
 	}
-	tdax_promoted_settle_fd(fd); /* bypass mode: the kernel's copy first */
 	void *p = tdax_sys_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -151,9 +151,11 @@ EXPORT int tdax_persist(const void *addr, size_t length)
 	if (length == 0)
 		return 0;
 	uint64_t off = m->off + ((uintptr_t)addr - atomic_load_explicit(&m->addr, memory_order_relaxed));
-	if (m->logged && tdax_on() && tdax_coherent_persist(m->idx, m->gen, off, addr, length)) {
-		tdax_count(TDAX_ST_PERSISTS, 1);
-		return 0;
+	if (m->logged && tdax_on()) {
+		tdax_count(TDAX_ST_PERSISTS, 1); /* (before the append: see coherent.c, log_counted) */
+		if (tdax_coherent_persist(m->idx, m->gen, off, addr, length))
+			return 0;
+		tdax_count(TDAX_ST_PERSISTS, (uint64_t)-1);
 	}
 	return real_persist(m, addr, length, off);
 }
