@@ -93,13 +93,15 @@ static void configure(void)
 	tdax_rt.verbose = tdax_env_on("TDAX_VERBOSE");
 	tdax_rt.supervisor = tdax_env_on("TDAX_SUPERVISOR");
 	const char *p = secure_getenv("TDAX_POLICY");
-	tdax_rt.policy = !p || !strcmp(p, "thesis") ? TDAX_POLICY_THESIS
-		       : !strcmp(p, "always")       ? TDAX_POLICY_ALWAYS
-		       : !strcmp(p, "never")        ? TDAX_POLICY_NEVER
-		       : !strcmp(p, "adaptive")     ? TDAX_POLICY_ADAPTIVE
-						    : TDAX_POLICY_THESIS;
-	if (p && tdax_rt.policy == TDAX_POLICY_THESIS && strcmp(p, "thesis"))
-		tdax_warn("unknown TDAX_POLICY '%s'%s; using thesis", p, "");
+	/* The default, adaptive: never below thesis on any recorded trace
+	 * (docs/policy.md, "The default"). */
+	tdax_rt.policy = !p || !strcmp(p, "adaptive") ? TDAX_POLICY_ADAPTIVE
+		       : !strcmp(p, "thesis")         ? TDAX_POLICY_THESIS
+		       : !strcmp(p, "always")         ? TDAX_POLICY_ALWAYS
+		       : !strcmp(p, "never")          ? TDAX_POLICY_NEVER
+						      : TDAX_POLICY_ADAPTIVE;
+	if (p && tdax_rt.policy == TDAX_POLICY_ADAPTIVE && strcmp(p, "adaptive"))
+		tdax_warn("unknown TDAX_POLICY '%s'%s; using adaptive", p, "");
 #ifdef TDAX_TEST_BUILD
 	const char *lie = TDAX_TEST_ENV("LIE");
 	tdax_rt.test_lie = lie && !strcmp(lie, "1");

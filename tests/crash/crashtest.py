@@ -29,8 +29,8 @@ The rounds run the product (build/bin/tdax); the test aids they need -- the
 control's lie, cut-recovery's recovery that kills itself -- exist only in the
 test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
-usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,dax,sqlite-wal,sqlite-delete,
-                                        sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,
+usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,
+                                        sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,
                                         raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
                                         raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
@@ -335,12 +335,12 @@ def start(app, d, oracle, device, env, tdax):
     # APP-always: the workload with every write logged, so that its
     # truncates are records, its files are created and removed with records
     # and its directory syncs are answered from the log (under the default
-    # policy, a file synced twice gets none). APP-adaptive: under the
-    # adaptive policy (its thresholds fall for a steady stream, and an append
-    # stream's next range is upgraded before the stream reaches it,
-    # docs/policy.md). APP-heirs: under the default
-    # policy with U = 35, so that each new rollback journal takes up the
-    # upgrade of the one removed before it (docs/policy.md, "Heirs").
+    # policy, adaptive, a file synced twice gets none). APP: under the
+    # default, adaptive (its thresholds fall for a steady stream, and an
+    # append stream's next range is upgraded before the stream reaches it,
+    # docs/policy.md); APP-thesis under the thesis' policy. APP-heirs: under
+    # the thesis' policy with U = 35, so that each new rollback journal takes
+    # up the upgrade of the one removed before it (docs/policy.md, "Heirs").
     # APP-bypass: bypass mode under policy always, so that every file the
     # workload holds alone is promoted after its first sync (its writes are
     # then records only, docs/durability.md "Bypass mode"). APP-intercept:
@@ -352,10 +352,11 @@ def start(app, d, oracle, device, env, tdax):
         policy, app = ["--mode", "bypass", "--policy", "always"], app.removesuffix("-bypass")
     if app.endswith("-intercept"):
         policy, app = ["--policy", "always", "--intercept", "syscall"], app.removesuffix("-intercept")
-    for name in ("always", "adaptive"):
+    for name in ("always", "adaptive", "thesis"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
-    app = app.removesuffix("-heirs")
+    if app.endswith("-heirs"):
+        policy, app = ["--policy", "thesis"], app.removesuffix("-heirs")
     pre = [tdax, "run", "--quiet", "--device", device] + policy + ["--"]
     if app == "postgres":
         sh("chown", "postgres:postgres", d)
@@ -687,8 +688,8 @@ def read_reports(files):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
-    ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,dax,sqlite-wal,sqlite-delete,"
-                    "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-adaptive,redis,postgres,rocksdb,"
+    ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,"
+                    "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,"
                     "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
                     "raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")

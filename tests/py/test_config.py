@@ -63,7 +63,7 @@ def test_check_says_what_a_good_file_sets(tmp_path):
 
 
 @pytest.mark.parametrize("text,line,says", [
-    ("[run]\npolicy = fast\n", 2, "[run] policy: not one of: thesis adaptive always never ('fast')"),
+    ("[run]\npolicy = fast\n", 2, "[run] policy: not one of: adaptive thesis always never ('fast')"),
     ("[run]\npolicy = thesis\nmode = direct\n", 3, "[run] mode: not one of: coherent bypass ('direct')"),
     ("[run]\npolicy = thesis\npolicy = never\n", 3, "[run] policy is given twice"),
     ("\n\n[run]\nno equals sign here\n", 4, "not 'KEY = VALUE'"),
