@@ -49,9 +49,9 @@ def args():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=list(SUITES) + ["all"])
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
-    ap.add_argument("--policies", default="thesis,bypass", help="tdax configurations to run, "
-                    "comma-separated: a policy in coherent mode (thesis, adaptive, always, never), "
-                    "bypass (bypass mode, policy thesis) or bypass-POLICY (default thesis,bypass)")
+    ap.add_argument("--policies", default="adaptive,bypass", help="tdax configurations to run, "
+                    "comma-separated: a policy in coherent mode (adaptive, thesis, always, never), "
+                    "bypass (bypass mode, policy adaptive) or bypass-POLICY (default adaptive,bypass)")
     ap.add_argument("--quick", action="store_true", help="small runs (make bench)")
     ap.add_argument("--out", help="results directory (default results/<suite>-<time>)")
     ap.add_argument("--only", help="run only configs whose name contains this")

@@ -20,7 +20,7 @@ _servers = set()  # Popen objects still running, stopped on exit or Ctrl-C
 
 
 # The tdax configurations a bench column may name: a policy in coherent
-# mode, or bypass mode ("bypass": under the default policy, thesis, as
+# mode, or bypass mode ("bypass": under the default policy, adaptive, as
 # `tdax run --mode bypass` runs; "bypass-POLICY" under another).
 POLICIES = ("thesis", "adaptive", "always", "never")
 COLUMNS = POLICIES + ("bypass",) + tuple(f"bypass-{p}" for p in POLICIES)
@@ -32,7 +32,7 @@ def tdax_prefix(mode, device, user=None, extra=()):
     the run options in extra)."""
     mode_args = list(extra)
     if mode.startswith("bypass"):
-        mode_args, mode = mode_args + ["--mode", "bypass"], mode.partition("-")[2] or "thesis"
+        mode_args, mode = mode_args + ["--mode", "bypass"], mode.partition("-")[2] or "adaptive"
     pre = [] if mode == "default" else [str(TDAX), "run", "--quiet", "--device", device, *mode_args,
                                         "--policy", mode, "--"]
     if user:

@@ -15,10 +15,10 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
     assert "wal full" in p.stdout
     rows = json.loads((out / "results.json").read_text())["rows"]
     # wal full and its sync-off reference (the tax row), each without tdax,
-    # under thesis and in bypass mode (the default columns), twice, interleaved
+    # under the default policy and in bypass mode (the default columns), twice, interleaved
     assert [(r["config"], r["mode"]) for r in rows][:6] == [
-        ("wal full", "default"), ("wal full", "thesis"), ("wal full", "bypass"),
-        ("wal off", "default"), ("wal off", "thesis"), ("wal off", "bypass")]
+        ("wal full", "default"), ("wal full", "adaptive"), ("wal full", "bypass"),
+        ("wal off", "default"), ("wal off", "adaptive"), ("wal off", "bypass")]
     assert len(rows) == 2 * 6
     assert all(r["value"] > 0 for r in rows)
     meta = json.loads((out / "results.json").read_text())
@@ -26,11 +26,11 @@ def test_sqlite_suite_writes_raw_data_plots_and_summary(tmp_path):
     assert (out / "raw.csv").read_text().count("\n") == len(rows) + 1
     assert (out / "sqlite.png").stat().st_size > 10000
     s = (out / "summary.md").read_text()
-    assert "| wal full |" in s and "thesis/default" in s
+    assert "| wal full |" in s and "adaptive/default" in s
     tax = meta["tax"]
-    assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "thesis"), ("wal off", "bypass")]
+    assert [(t["config"], t["policy"]) for t in tax] == [("wal off", "adaptive"), ("wal off", "bypass")]
     assert all(t["ratio"] > 0 for t in tax)
-    assert "| wal off |" in s and "thesis/without" in s and "bypass/without" in s and "tax:" in p.stdout
+    assert "| wal off |" in s and "adaptive/without" in s and "bypass/without" in s and "tax:" in p.stdout
     assert "bypass/default" in s and "bypass/sync off" in s
 
 
