@@ -28,7 +28,8 @@ def traced(device, trace, argv, user=None):
     # One scratch device for every application, owned by the one that is
     # not root (postgres): the others accept it (--allow-shared), or would
     # run without tdax and record nothing.
-    pre = [TDAX, "run", "--quiet", "--allow-shared", "--device", device, "--trace", str(trace), "--"]
+    pre = [TDAX, "run", "--quiet", "--allow-shared", "--device", device, "--policy", "thesis", "--trace",
+           str(trace), "--"]
     if user:
         pre = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] + pre
     return pre + [str(a) for a in argv]
