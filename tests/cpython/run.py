@@ -4,7 +4,7 @@
 Each suite of Debian's libpython3.11-testsuite runs with
 `/usr/bin/python3.11 -m test -v --junit-xml F SUITE` three times: once
 without tdax (the baseline), once under `tdax run --policy always` and once
-under `tdax run --policy thesis`. Every run under tdax gets a fresh device
+under `tdax run --policy adaptive` (the default). Every run under tdax gets a fresh device
 region (`tdax device create --device /dev/shm/tdax-cpy-XXXX --size 64M`,
 destroyed afterwards) and every run, the baseline too, a fresh working
 directory on the disk (/var/tmp, not tmpfs: tdax leaves tmpfs files alone)
@@ -38,10 +38,10 @@ loopback. Bounded in time: regrtest's own --timeout (faulthandler dumps the
 stacks and exits) a little under the harness's hard per-run timeout, after
 which the whole process group is killed.
 
-Usage: run.py [--suites a,b] [--policies always,thesis] [--logs DIR]
+Usage: run.py [--suites a,b] [--policies always,adaptive] [--logs DIR]
               [--quiet] [--keep] [--no-retry] [--set KEY=VALUE]... [--env TDAX_X=V]...
 (--set: tunables for every fresh device, e.g. upgrade_threshold=0 to make
-the thesis policy upgrade ranges; --env: e.g. TDAX_WB_AGE_MS=0 to make the
+the policy upgrade ranges; --env: e.g. TDAX_WB_AGE_MS=0 to make the
 write-back checkpoint at once.)
 Logs (the -v output and the XML of each run, and a summary.json) go to
 build/cpython/ by default.
@@ -225,7 +225,7 @@ def counts(cases):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suites", default=",".join(SUITES))
-    ap.add_argument("--policies", default="always,thesis")
+    ap.add_argument("--policies", default="always,adaptive")
     ap.add_argument("--logs", default=str(ROOT / "build" / "cpython"))
     ap.add_argument("--jobs", type=int, default=2, help="runs of one suite at once (default 2)")
     ap.add_argument("--quiet", action="store_true", help="tdax run --quiet (no fallback warnings)")
