@@ -155,6 +155,11 @@ static struct sock_fprog build(struct prog *p)
 	 * are unseen: its syncs become real). */
 	emit_flagged(p, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC, 0);
 	emit_flagged(p, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC, 0);
+	/* openat2: its flags are behind a pointer a filter cannot follow, and
+	 * an open for writing through it would get a low number, its writes
+	 * unseen. ENOSYS, as on a kernel before 5.6: programs fall back to
+	 * openat. */
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, NOSYS, NEXT);
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, NEXT, 5);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(3), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JSET | BPF_K, MAP_ANONYMOUS, ALLOW, NEXT);
