@@ -419,7 +419,7 @@ static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t
 	enum tdax_decision d = tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream);
 	if (d == TDAX_DOWNGRADE && pinned(r))
 		tdax_track_pin(&r->t);
-	else if (d == TDAX_UPGRADE && reserved() && tdax_track_unmark(&r->t))
+	else if (d == TDAX_UPGRADE && reserved() && !pinned(r) && tdax_track_unmark(&r->t))
 		tdax_count(TDAX_ST_UPGRADES_RESERVED, 1);
 	else if (d != TDAX_KEEP)
 		tdax_wake();
