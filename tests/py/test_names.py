@@ -54,15 +54,22 @@ os.kill(os.getpid(), 9)  # before any write-back pass
 """
 
 
-def crash_after(dev, voldisk, how, records=1):
-    path = voldisk.mnt / "f"
-    p = tdax_run(dev, APP, path, how, env=HOLD, check=None)
+def killed_and_cut(dev, voldisk, code, *args, records=0):
+    """code under tdax, holding its records (HOLD), to its "done" and its
+    SIGKILL of itself; at least `records` of them live (nothing synced the
+    files since the acknowledged writes: a sync would have released them);
+    then the power cut and the reboot. The run's result."""
+    p = tdax_run(dev, code, *args, env=HOLD, check=None)
     assert "done" in p.stdout, p.stdout + p.stderr
-    # Nothing synced the file since its acknowledged write (a sync would
-    # have released its records; the killed process's counters are lost).
-    assert info(dev)["live_records"] >= records
+    assert info(dev)["live_records"] >= records, p.stdout + p.stderr
     voldisk.cut()
     voldisk.reboot()
+    return p
+
+
+def crash_after(dev, voldisk, how, records=1):
+    path = voldisk.mnt / "f"
+    p = killed_and_cut(dev, voldisk, APP, path, how, records=records)
     rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
     return path, p.stdout, rep
 
@@ -80,10 +87,7 @@ def test_a_file_unlinked_and_brought_back_by_a_power_cut_is_unlinked_again(dev, 
     a power cut undo an acknowledged removal (a later directory sync may
     have been answered)."""
     path = voldisk.mnt / "f"
-    p = tdax_run(dev, APP, path, "unlink", env=HOLD, check=None)
-    assert "done" in p.stdout, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, APP, path, "unlink")
     assert path.exists()  # the removal was not durable: the file is back
     r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
     rep = json.loads(r.stdout)
@@ -134,10 +138,7 @@ os.write(fd, b"written, never synced")
 print("done", flush=True)
 os.kill(os.getpid(), 9)
 """
-    p = tdax_run(dev, code, path, env=HOLD, check=None)
-    assert "done" in p.stdout and info(dev)["live_records"] >= 1, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, code, path, records=1)
     r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
     rep = json.loads(r.stdout)
     assert r.returncode == 0 and not path.exists(), rep
@@ -161,10 +162,7 @@ os.write(fd, b", synced"); os.fsync(fd)
 print("done", flush=True)
 os.kill(os.getpid(), 9)
 """
-    p = tdax_run(dev, code, path, how, env=HOLD, check=None)
-    assert "done" in p.stdout and info(dev)["live_records"] >= 3, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, code, path, how, records=3)
     where = path.with_name("new.moved") if how == "created-renamed" else path
     # No real sync made the creation durable: the cut undid it.
     assert not path.exists() and not where.exists()
@@ -199,10 +197,7 @@ os.write(fd, b"ACKED"); os.fdatasync(fd)                # lightweight: acknowled
 print("done", flush=True)
 os.kill(os.getpid(), 9)
 """
-    p = tdax_run(dev, code, path, env=HOLD, check=None)
-    assert "done" in p.stdout and info(dev)["live_records"] >= 2, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, code, path, records=2)
     assert path.read_bytes() == b"the old file"  # the cut undid the unlink and the creation
     if born == "after":
         # Made at the name after the acknowledged file was (by someone
@@ -323,10 +318,7 @@ def test_a_directory_sync_after_changes_the_log_holds_is_lightweight(dev, voldis
     directory's sync after them is answered from it, and recovery after a
     power cut makes the one again and removes the other."""
     d = voldisk.mnt
-    p = tdax_run(dev, DIRSYNC_APP, d, "logged", env=HOLD, check=None)
-    assert "done" in p.stdout, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, DIRSYNC_APP, d, "logged")
     if not FINE_TIMES:  # the kernel's sync made both changes durable
         assert (d / "new").exists() and not (d / "old").exists()
         return
@@ -348,10 +340,7 @@ def test_a_directory_sync_after_a_change_the_log_does_not_hold_is_real(dev, vold
     (d / "made-before").mkdir()
     (d / "made-before-file").write_bytes(b"")
     os.sync()
-    p = tdax_run(dev, DIRSYNC_APP, d, how, env=HOLD, check=None)
-    assert "done" in p.stdout, p.stdout + p.stderr
-    voldisk.cut()
-    voldisk.reboot()
+    killed_and_cut(dev, voldisk, DIRSYNC_APP, d, how)
     gone = {"rmdir": "made-before", "rename": "old", "unlink-unregistered": "made-before-file"}
     if how in gone:
         assert not (d / gone[how]).exists()
