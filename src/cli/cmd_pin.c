@@ -76,8 +76,7 @@ static long pin(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t fi
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
 		if (!r)
 			return -1;
-		if (atomic_load(&r->pin_pid) != tdax_pid())
-			tdax_pidlock_try(&r->pin_pid); /* (a live process's pin holds it too) */
+		tdax_ranges_pin(r);
 		n += tdax_track_pin(&r->t);
 	}
 	return n;
@@ -87,9 +86,8 @@ static void unpin(struct tdax_device *dev, uint32_t idx, uint32_t gen, uint64_t 
 {
 	for (uint64_t rno = first; rno <= last; rno++) {
 		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, false);
-		uint32_t me = tdax_pid();
 		if (r)
-			atomic_compare_exchange_strong(&r->pin_pid, &me, 0);
+			tdax_ranges_unpin(r);
 	}
 }
 

@@ -7,6 +7,7 @@
 #include "core/ranges.h"
 #include "core/files.h"
 #include "core/tunables.h"
+#include "core/util.h"
 
 #include <string.h>
 
@@ -109,4 +110,16 @@ uint32_t tdax_ranges_gran(struct tdax_file_rt *rt, const struct tdax_tunables *t
 	uint32_t none = 0;
 	atomic_compare_exchange_strong(&rt->gran, &none, t->gran_order + 1);
 	return tdax_file_gran(rt) - 1;
+}
+
+void tdax_ranges_pin(struct tdax_range *r)
+{
+	if (atomic_load_explicit(&r->pin_pid, memory_order_relaxed) != tdax_pid())
+		tdax_pidlock_try(&r->pin_pid);
+}
+
+void tdax_ranges_unpin(struct tdax_range *r)
+{
+	uint32_t me = tdax_pid();
+	atomic_compare_exchange_strong(&r->pin_pid, &me, 0);
 }

@@ -86,6 +86,12 @@ void tdax_ranges_format(struct tdax_device *dev);
 struct tdax_range *tdax_ranges_get(struct tdax_device *dev, uint32_t file, uint32_t fgen,
 				   uint32_t rno, bool create);
 
+/* This process's pin of r (preload/explicit.c's mappings, tdax pin): taken
+ * unless a live process holds one (whose pin then keeps the range), and
+ * let go if it is this process's. */
+void tdax_ranges_pin(struct tdax_range *r);
+void tdax_ranges_unpin(struct tdax_range *r);
+
 /* The file's granularity order G (its ranges are 2^G pages): fixed when
  * it is first tracked, from the tunables' at that time. */
 struct tdax_file_rt;

@@ -476,7 +476,7 @@ bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 			logged = false; /* the table is full: this range stays with the kernel */
 			continue;
 		}
-		tdax_pidlock_try(&r->pin_pid); /* (another live process's pin holds it too) */
+		tdax_ranges_pin(r);
 		logged &= tdax_track_pin(&r->t);
 	}
 	return logged;
@@ -490,9 +490,8 @@ void tdax_tracking_unpin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	g--;
 	for (uint64_t rno = off >> (g + TDAX_PAGE_SHIFT); rno <= (off + len - 1) >> (g + TDAX_PAGE_SHIFT); rno++) {
 		struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, false);
-		uint32_t me = tdax_pid();
 		if (r)
-			atomic_compare_exchange_strong(&r->pin_pid, &me, 0);
+			tdax_ranges_unpin(r);
 	}
 }
 
