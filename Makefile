@@ -205,7 +205,8 @@ uninstall:
 	-rmdir $(DESTDIR)$(LIBDIR)/python/tdaxsim $(DESTDIR)$(LIBDIR)/python $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/share/doc/tdax 2>/dev/null
 
 # make deb: build/tdax_VERSION_ARCH.deb, the same files under /usr (the unit
-# in /lib/systemd/system, Debian 12's place), with dpkg-deb.
+# in /lib/systemd/system, Debian 12's place), stripped, plus the copyright,
+# changelog and lintian overrides Debian's tools ask for; built with dpkg-deb.
 deb: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so
 	@scripts/deb.sh $(B) $(VERSION)
 

@@ -1,6 +1,7 @@
 """Installing tdax (issue #22): `make install` / `make uninstall` with PREFIX
-and DESTDIR, `make deb`, an installed tdax that runs from its own paths, the
-man page, bash completion and the boot-time recovery unit (dist/)."""
+and DESTDIR, `make deb` (and lintian's verdict on it), an installed tdax that
+runs from its own paths, the man page, bash completion and the boot-time
+recovery unit (dist/)."""
 import json
 import os
 import re
@@ -152,19 +153,26 @@ def test_man_page_and_completion_know_every_command():
     assert complete("tdax run --policy a") == {"adaptive", "always"}
 
 
+def debian_package():
+    """make deb; the package it builds."""
+    make("deb")
+    arch = run("dpkg", "--print-architecture", check=0).stdout.strip()
+    return ROOT / "build" / f"tdax_{VERSION}_{arch}.deb"
+
+
 def test_the_debian_package_holds_the_install_and_installs_and_removes_cleanly(tmp_path):
     """make deb; the package unpacked by dpkg into a root of its own (the
     system's dpkg database untouched): the installed tdax runs, and removal
     leaves nothing."""
-    make("deb")
-    arch = run("dpkg", "--print-architecture", check=0).stdout.strip()
-    deb = ROOT / "build" / f"tdax_{VERSION}_{arch}.deb"
+    deb = debian_package()
     fields = run("dpkg-deb", "--field", deb, "Package", "Version", "Depends", check=0).stdout
     assert f"Version: {VERSION}" in fields and "libisal2" in fields
     listed = {line.split()[-1][1:] for line in run("dpkg-deb", "-c", deb, check=0).stdout.splitlines()
               if not line.startswith("d")}
     assert listed == installed("/usr", "/lib/systemd/system", man="tdax.1.gz",
-                               conf="/etc/tdax/tdax.conf") | {"/usr/share/doc/tdax/copyright"}
+                               conf="/etc/tdax/tdax.conf") | {
+                                   "/usr/share/doc/tdax/copyright", "/usr/share/doc/tdax/changelog.gz",
+                                   "/usr/share/lintian/overrides/tdax"}
     conffiles = run("dpkg-deb", "--info", deb, "conffiles", check=0).stdout.split()
     assert conffiles == ["/etc/tdax/tdax.conf"]
     root = tmp_path / "root"
@@ -183,3 +191,18 @@ def test_the_debian_package_holds_the_install_and_installs_and_removes_cleanly(t
     left = {f for f in files_under(root) if not f.startswith("/var/lib/dpkg/")}
     assert left == set(), left
     assert not (root / "usr/lib/tdax").exists()
+
+
+def test_lintian_finds_no_error_or_warning_in_the_debian_package():
+    """lintian on the package make deb builds: no error (E:) and no warning
+    (W:), and no override in usr/share/lintian/overrides/tdax (what is so by
+    design, each with its reason) that no longer matches anything. lintian
+    comes with scripts/deps.sh: its absence is a failure, not a skip."""
+    lintian = shutil.which("lintian")
+    assert lintian, "lintian is not installed: run scripts/deps.sh (as root), which installs it"
+    deb = debian_package()
+    p = run(lintian, "--info", "--display-info", deb)
+    out = p.stdout + p.stderr
+    bad = [line for line in out.splitlines()
+           if re.match(r"[EW]: ", line) or re.match(r"I: \S+: (unused|mismatched)-override", line)]
+    assert p.returncode == 0 and not bad, f"lintian {deb} -> {p.returncode}\n{out}"
