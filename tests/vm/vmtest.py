@@ -20,6 +20,16 @@ The boot id differs each time, so `tdax recover` replays. The last cut of a
 chain runs a lying tdax (TDAX_TEST_LIE=1, a test aid: the test build's tdax,
 shipped beside the product): that check must lose records.
 
+The `systemd` scenario proves recovery before start at boot (issue #22): its
+check boots start systemd as PID 1 from the same initramfs, with tdax as
+`make install` puts it under /usr, its tdax-recover.service enabled by
+`systemctl --root=... enable`, /etc/tdax/tdax.conf naming the region, and a
+database stand-in (tests/vm/units/vmtest-database.service, an ordinary
+service that knows nothing of tdax) that checks the files as it starts.
+Before each check the run holds every record in the device (the write-back
+waits), so the files are whole only if the unit recovered them first; its
+control masks the unit and must find records missing.
+
 usage: vmtest.py [--cuts N] [--scenarios nvdimm-fsdax,...] [--seed S] [--jobs J] [--keep]
 exit status: 0 when every scenario passed, 1 on any failure, 77 when QEMU is missing
 """
@@ -40,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "vm"
 QEMU = "qemu-system-x86_64"
-SCENARIOS = ["nvdimm-fsdax", "nvdimm-devdax", "cxl-fsdax", "cxl-devdax"]
+SCENARIOS = ["nvdimm-fsdax", "nvdimm-devdax", "cxl-fsdax", "cxl-devdax", "systemd"]
 # What the guest runs, at the paths init expects; libraries follow via ldd.
 GUEST_BINARIES = {
     "build/bin/tdax": "/opt/tdax/bin/tdax",
@@ -58,6 +68,15 @@ GUEST_BINARIES = {
 RUNTIME_LIBS = ["libpmem2.so.1"]
 MODULES = ["nfit", "nd_pmem", "dax_pmem", "device_dax", "ext4", "virtio_blk", "virtio_pci",
            "cxl_acpi", "cxl_pci", "cxl_mem", "cxl_pmem"]
+# The systemd boots: systemd, systemctl, the generator that reads
+# systemd.mask= off the kernel command line (the control) and the units that
+# order a boot, from this machine; tdax installed under /usr (make install).
+SYSTEMD_BINARIES = ["/lib/systemd/systemd", "/bin/systemctl",
+                    "/lib/systemd/system-generators/systemd-debug-generator"]
+SYSTEMD_UNITS = ["sysinit.target", "local-fs.target", "local-fs-pre.target", "basic.target",
+                 "multi-user.target", "sockets.target", "timers.target", "paths.target",
+                 "slices.target", "swap.target", "shutdown.target", "emergency.target"]
+GUEST_CONF = "[device]\npath = /pmem/tdax.region\n"
 BOOT_TIMEOUT = 90      # seconds from QEMU start to RUNNING or DONE
 RUN_MIN_ACKS = 50      # oracle lines seen before the cut may come
 
@@ -126,6 +145,11 @@ def copy_with_libs(src, dst_root, dst):
     target = dst_root / dst.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, target)
+    copy_libs(src, dst_root)
+
+
+def copy_libs(src, dst_root):
+    """The shared libraries `src` loads, into dst_root's library directory."""
     for line in sh("ldd", str(src)).stdout.splitlines():
         m = re.search(r"(/\S+) \(0x", line)
         if m:
@@ -150,13 +174,45 @@ def initramfs(tree, release):
     for name in RUNTIME_LIBS:
         lib = runtime_lib(name)
         copy_with_libs(lib, root, f"/lib/x86_64-linux-gnu/{name}")
-    shutil.copy2(ROOT / "tests" / "vm" / "init", root / "init")
+    for name in ("init", "storage", "database"):
+        shutil.copy2(ROOT / "tests" / "vm" / name, root / name)
     (root / "init").chmod(0o755)
+    systemd_root(root)
     out = WORK / "initramfs.cpio"
     files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
     with open(out, "wb") as f:
         subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files, stdout=f, check=True)
     return out
+
+
+def systemd_root(root):
+    """What the systemd boots add to the initramfs: busybox's applets as
+    commands (the units run shell scripts), systemd, tdax installed the way
+    an operator installs it, its boot unit enabled, the configuration file,
+    and the vmtest units."""
+    for applet in sh("busybox", "--list").stdout.split():
+        if not (root / "bin" / applet).exists():
+            (root / "bin" / applet).symlink_to("busybox")
+    for b in SYSTEMD_BINARIES:
+        copy_with_libs(b, root, b)
+    units = root / "lib" / "systemd" / "system"
+    units.mkdir(parents=True, exist_ok=True)
+    for u in SYSTEMD_UNITS:
+        shutil.copy2(Path("/lib/systemd/system") / u, units / u)
+    sh("make", "-C", str(ROOT), "--no-print-directory", "-s", "install", f"DESTDIR={root}",
+       "PREFIX=/usr", "UNITDIR=/lib/systemd/system")
+    copy_libs(root / "usr" / "bin" / "tdax", root)
+    for u in (ROOT / "tests" / "vm" / "units").glob("*.service"):
+        shutil.copy2(u, units / u.name)
+    etc = root / "etc"
+    (etc / "tdax").mkdir(parents=True)
+    (etc / "tdax" / "tdax.conf").write_text(GUEST_CONF)
+    shutil.copy2("/etc/os-release", etc / "os-release")
+    (etc / "machine-id").write_text("")
+    (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (etc / "group").write_text("root:x:0:\n")
+    sh("systemctl", f"--root={root}", "enable", "tdax-recover.service", "vmtest-storage.service",
+       "vmtest-database.service")
 
 
 # ---- one guest ------------------------------------------------------------
@@ -196,13 +252,14 @@ def guest_lines(d):
     return [ln.strip()[7:] for ln in text.splitlines() if ln.startswith("TDAXVM ")]
 
 
-def boot(d, mem, vmlinux, initrd, args, cut_after):
+def boot(d, mem, vmlinux, initrd, args, cut_after, extra=""):
     """One boot. With cut_after set, SIGKILL QEMU that many seconds after the
-    workload has acknowledged RUN_MIN_ACKS records. Returns the guest's
-    TDAXVM lines and how the boot ended."""
+    workload has acknowledged RUN_MIN_ACKS records; `extra` goes on the
+    kernel command line. Returns the guest's TDAXVM lines and how the boot
+    ended."""
     for f in ("console.log", "oracle.log"):
         (d / f).unlink(missing_ok=True)
-    cmdline = "console=ttyS0 quiet panic=-1 " + " ".join(f"tdax.{k}={v}" for k, v in args.items())
+    cmdline = " ".join(["console=ttyS0 quiet panic=-1", extra] + [f"tdax.{k}={v}" for k, v in args.items()])
     with open(d / "qemu.err", "w") as err:
         q = subprocess.Popen(qemu_argv(mem, d, vmlinux, initrd, cmdline), stdout=subprocess.DEVNULL,
                              stderr=err, start_new_session=True)
@@ -246,10 +303,8 @@ def parse_check(lines):
     return None
 
 
-def scenario(name, cuts, seed, vmlinux, initrd):
-    """One chain of boots; returns a list of result rows."""
-    mem, backend = name.split("-")
-    rng = random.Random(seed)
+def images(name):
+    """A scenario's directory with fresh pmem, label, oracle and disk images."""
     d = WORK / "run" / name
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
@@ -257,6 +312,31 @@ def scenario(name, cuts, seed, vmlinux, initrd):
         with open(d / img, "wb") as f:
             f.truncate(size)
     sh("mke2fs", "-q", "-F", "-t", "ext4", str(d / "disk.img"), "128M")
+    return d
+
+
+def keep_acks(d):
+    """The acknowledged records of the boot that just ended, on the oracle
+    disk the next boot checks them from."""
+    oracle = (d / "oracle.log").read_bytes() if (d / "oracle.log").exists() else b""
+    with open(d / "oracle.img", "wb") as f:  # NUL-padded to whole MiBs, a disk image
+        f.write(oracle)
+        f.truncate((len(oracle) >> 20) + 1 << 20)
+
+
+def drop_images(d, rows):
+    if not any("fail" in r for r in rows):  # keep the logs, not the images
+        for img in ("pmem.img", "lsa.img", "disk.img", "oracle.img"):
+            (d / img).unlink()
+
+
+def scenario(name, cuts, seed, vmlinux, initrd):
+    """One chain of boots; returns a list of result rows."""
+    if name == "systemd":
+        return systemd_scenario(cuts, seed, vmlinux, initrd)
+    mem, backend = name.split("-")
+    rng = random.Random(seed)
+    d = images(name)
     rows, plan = [], ["cut"] * cuts + ["control", "final"]
     for i, step in enumerate(plan):
         args = {"mem": mem, "backend": backend, "first": int(i == 0), "check": int(i > 0),
@@ -291,14 +371,74 @@ def scenario(name, cuts, seed, vmlinux, initrd):
                          "fail": fail, "tail": log_tail(d)})
         if fail:
             break
-        # the acknowledged records of this run, for the next boot's check
-        oracle = (d / "oracle.log").read_bytes() if (d / "oracle.log").exists() else b""
-        with open(d / "oracle.img", "wb") as f:  # NUL-padded to whole MiBs, a disk image
-            f.write(oracle)
-            f.truncate((len(oracle) >> 20) + 1 << 20)
-    if not any("fail" in r for r in rows):  # keep the logs, not the images
-        for img in ("pmem.img", "lsa.img", "disk.img", "oracle.img"):
-            (d / img).unlink()
+        keep_acks(d)
+    drop_images(d, rows)
+    return rows
+
+
+def parse_unit(lines):
+    """tdax-recover.service as the database stand-in saw it when it started."""
+    ln = next((ln for ln in lines if ln.startswith("UNIT ")), "")
+    return dict(kv.split("=", 1) for kv in ln.split()[1:] if "=" in kv)
+
+
+def systemd_scenario(cuts, seed, vmlinux, initrd):
+    """Recovery before start at boot: pairs of boots on an emulated NVDIMM,
+    fsdax. A busybox boot runs the oracle under `tdax run` with the
+    write-back holding every record in the device, and is cut; then systemd
+    boots, tdax-recover.service recovers the configured region, and the
+    database stand-in, an ordinary service, checks the files as it starts.
+    The last pair masks the unit (the control): the stand-in must find
+    records missing, so the files were whole only by the unit's work."""
+    rng = random.Random(seed)
+    d = images("systemd")
+    base = {"mem": "nvdimm", "backend": "fsdax", "check": 0, "lie": 0, "hold": 1, "mode": "coherent"}
+    systemd = ("rdinit=/lib/systemd/systemd systemd.unit=multi-user.target systemd.show_status=0 "
+               "systemd.default_standard_output=tty systemd.default_standard_error=tty")
+    rows = []
+    for i in range(cuts + 1):
+        control = i == cuts
+        args = dict(base, first=int(i == 0), run=1, policy="always" if i % 2 == 0 else "thesis")
+        lines, how = boot(d, "nvdimm", vmlinux, initrd, args, rng.uniform(0.2, 2.0))
+        shutil.copy2(d / "console.log", d / f"console-{2 * i}.log")
+        fail = next((ln[5:] for ln in lines if ln.startswith("FAIL")), None)
+        if fail or how != "cut":
+            rows.append({"scenario": "systemd", "cut": i + 1, "control": control, "acked": 0, "lost": 0,
+                         "fail": fail or f"the run boot ended by {how}", "tail": log_tail(d)})
+            break
+        keep_acks(d)
+        t0 = time.time()
+        mask = " systemd.mask=tdax-recover.service" if control else ""
+        lines, how = boot(d, "nvdimm", vmlinux, initrd, dict(base, first=0, run=0, policy="always"), None,
+                          systemd + mask)
+        shutil.copy2(d / "console.log", d / f"console-{2 * i + 1}.log")
+        got, unit = parse_check(lines), parse_unit(lines)
+        row = {"scenario": "systemd", "cut": i + 1, "control": control, "acked": got[0] if got else 0,
+               "lost": got[1] if got else 0, "boot_s": round(time.time() - t0, 1),
+               "recover": "tdax-recover.service " + " ".join(f"{k}={v}" for k, v in unit.items())}
+        fail = next((ln[5:] for ln in lines if ln.startswith("FAIL")), None)
+        if fail is None and (how != "exit 0" or "DONE" not in lines):
+            fail = f"the systemd boot ended by {how} before the database stand-in was DONE"
+        elif fail is None and not got:
+            fail = "no CHECK line"
+        elif fail is None and control:
+            if unit.get("state") == "active":
+                fail = "the masked tdax-recover.service ran"
+            elif row["lost"] == 0:
+                fail = "the unit was masked and no record was missing: the check cannot tell a recovered boot"
+        elif fail is None:
+            ok = (unit.get("state") == "active" and unit.get("result") == "success" and unit.get("status") == "0"
+                  and 0 < int(unit.get("exited_at") or 0) <= int(unit.get("started_at") or 0))
+            if not ok:
+                fail = f"tdax-recover.service did not end well before the database started: {row['recover']}"
+            elif row["lost"]:
+                fail = f"{row['lost']} acknowledged records lost; {row['recover']}"
+        if fail:
+            row.update(fail=fail, tail=log_tail(d))
+        rows.append(row)
+        if fail:
+            break
+    drop_images(d, rows)
     return rows
 
 
