@@ -306,7 +306,9 @@ bench-intercept: $(B)/bin/tdax-proto-sud $(B)/bin/tdax-proto-notif
 bench-deps:
 	@scripts/deps.sh fio
 
-# A short run of every benchmark suite; writes docs/benchmarks.md.
+# Every benchmark suite, short runs in 5 interleaved rounds, each checked by a
+# control pair (about 15 minutes); writes docs/benchmarks.md and its plots
+# from that one run.
 bench: bench-deps
 	@$(MAKE) --no-print-directory all
 	$(B)/bin/tdax bench all --quick

@@ -1,19 +1,25 @@
 """tdax bench -- the reference experiments, side by side in one run.
 
-usage: tdax bench SUITE|all [options]      (SUITE: redis postgres rocksdb sqlite fio ycsb startup files)
+usage: tdax bench SUITE|all [options]      (SUITE: redis postgres rocksdb sqlite fio ycsb startup files etcd)
 
 Every configuration runs without tdax ('default') and under tdax with each
-policy of --policies, interleaved (A B A B ...) --repeat times; the same
-workload with syncing switched off runs alongside as the ceiling. Medians,
-spreads and the ratios tdax/default and tdax/sync-off are printed and
-written, with raw CSV/JSON, PNG plots and a Markdown summary, to
-results/<suite>-<time>/. --sweep adds the thesis' parameter study.
+configuration of --policies; the same workload with syncing switched off
+runs alongside as the ceiling. A round runs them all once, side by side,
+and its first run once more at its end: the control pair, whose ratio is
+1.0 on a quiet machine. --repeat rounds run; a round whose control
+is off by more than --noise runs again, up to --retries times, and is
+marked noisy if it still is. Medians (min..max) of every configuration, and
+the ratios tdax/default and tdax/sync-off taken within each round as median
+(min..max) of the rounds, are printed and written, with raw CSV/JSON, PNG
+plots and a Markdown summary, to results/<suite>-<time>/. --sweep adds the
+thesis' parameter study.
 """
 import argparse
 import itertools
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -22,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import env, report
+from . import env, report, rounds
 from .suites import SUITES
 
 NEEDS = {"redis": ["redis-server", "redis-benchmark"], "ycsb": ["redis-server"],
@@ -46,9 +52,15 @@ def parse_grid(items):
 
 def args():
     ap = argparse.ArgumentParser(prog="tdax bench", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suite", choices=list(SUITES) + ["all"])
-    ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
+    ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5, --quick too)")
+    ap.add_argument("--noise", type=float, default=10, metavar="PCT", help="a round whose control pair "
+                    "(its first run, without tdax, run again last) differs by more than PCT %% is "
+                    "noisy and runs again (default 10)")
+    ap.add_argument("--retries", type=int, default=2, metavar="N", help="times a noisy round runs "
+                    "again; then the least noisy attempt is kept, marked (default 2)")
     ap.add_argument("--policies", default="adaptive,bypass", help="tdax configurations to run, "
                     "comma-separated: a policy in coherent mode (adaptive, thesis, always, never), "
                     "bypass (bypass mode, policy adaptive) or bypass-POLICY (default adaptive,bypass)")
@@ -87,6 +99,10 @@ def check_tools(suite):
                  f"(apt-get install -y {PACKAGES[suite]})")
 
 
+def now():
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def run_suite(suite, a, device, console):
     check_tools(suite)
     cfgs = SUITES[suite](a)
@@ -98,45 +114,57 @@ def run_suite(suite, a, device, console):
         sys.exit(f"tdax bench {suite}: no configuration matches --only {a.only!r}")
     grid = parse_grid(a.grid) if a.sweep else None
     combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else []
-    plan = []
-    for rep in range(a.repeat):
-        for c in cfgs:
-            for m in ["default"] + a.policies:  # sync-off configs too: the tax rows
-                plan.append((rep, c, m, None))
-        for combo in combos:
-            plan += [(rep, c, "thesis", combo) for c in cfgs if c.sync]
+    runs = rounds.plan(cfgs, a.policies, combos)  # one round; sync-off configs too: the tax rows
     out = Path(a.out) if a.out else env.ROOT / "results" / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
     defaults = {"upgrade_threshold": 60, "downgrade_threshold": 30, "write_threshold": 5, "granularity_order": 9}
+    started = now()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as prog:
-        task = prog.add_task(suite, total=len(plan))
-        for rep, c, m, combo in plan:
+        total = [len(runs) * a.repeat]
+        task = prog.add_task(suite, total=total[0])
+
+        def measure(c, m, combo):
             prog.update(task, description=f"{suite}: {c.name} [{m}{' ' + json.dumps(combo) if combo else ''}]")
             env.set_tunables(device, **(combo or defaults))
             v = c.run(m, device, a)
-            rows.append({"suite": suite, "config": c.name, "mode": m, "rep": rep, "value": v,
-                         "unit": c.unit, "sweep": combo})
             prog.advance(task)
+            return v
+
+        def note(rnd, attempt, ratio, again):
+            if again:
+                total[0] += len(runs)
+                prog.update(task, total=total[0])
+            if rounds.noisy(ratio, a.noise / 100):
+                console.print(f"{suite}: round {rnd + 1}: control {ratio:.2f}, off 1.0 by more than "
+                              f"{a.noise:g} %: " + ("running it again" if again else "kept, marked noisy"))
+        rows = rounds.run(runs, measure, a.repeat, a.noise / 100, a.retries, note)
     env.set_tunables(device, **defaults)
-    meta = {"suite": suite, "machine": env.machine(), "opts": {k: v for k, v in vars(a).items()}}
-    ratios, _ = report.render(out, suite, cfgs, rows, a.policies, meta)
-    report.write_raw(out, rows, {**meta, "ratios": ratios,
-                                 "tax": report.tax_rows(cfgs, report.medians(rows), a.policies)})
+    rows = [{"suite": suite, **r} for r in rows]
+    meta = {"suite": suite, "started": started, "finished": now(), "machine": env.machine(),
+            "opts": {k: v for k, v in vars(a).items()}}
+    ratios, tax, ctl, _ = report.render(out, suite, cfgs, rows, a.policies, meta)
+    report.write_raw(out, rows, {**meta, "ratios": ratios, "tax": tax, "control": ctl})
+    print_tables(console, suite, cfgs, rows, ratios, tax, ctl, a)
+    console.print(f"results: {out}")
+    return out
+
+
+def print_tables(console, suite, cfgs, rows, ratios, tax, ctl, a):
+    """The run's tables: medians of every config, the ratios as median
+    (min..max) of the rounds, the tax, and the control pair."""
     med = report.medians(rows)
-    t = Table(title=f"{suite} ({cfgs[0].unit}, median of {a.repeat})")
+    t = Table(title=f"{suite} ({cfgs[0].unit}, median of {a.repeat} rounds; ratios: median (min..max) "
+                    "of each round's)")
     for col in ["config", "without tdax"] + [f"tdax {p}" for p in a.policies] + ["sync off"] + \
                [x for p in a.policies for x in (f"{p}/default", f"{p}/sync off")]:
         t.add_column(col, justify="right")
     for c in cfgs:
         if c.sync:
-            d, off = med.get((c.name, "default"), (0,))[0], med.get((c.ref, "default"), (0,))[0]
-            vs = [med.get((c.name, p), (0,))[0] for p in a.policies]
-            t.add_row(c.name, f"{d:,.0f}", *[f"{v:,.0f}" for v in vs], f"{off:,.0f}",
-                      *[x for v in vs for x in (f"{v / d:.2f}x" if d else "-", f"{v / off:.2f}" if off else "-")])
+            vs = [med.get(k, (0,))[0] for k in [(c.name, "default")] + [(c.name, p) for p in a.policies] +
+                  [(c.ref, "default")]]
+            t.add_row(c.name, *[f"{v:,.0f}" for v in vs], *report.ratio_cells(ratios, c.name, a.policies))
     console.print(t)
-    tax = report.tax_rows(cfgs, med, a.policies)
     if tax:
         t = Table(title="tax: the same workload with syncing off, without and under tdax")
         for col in ["config", "without tdax"] + [f"tdax {p}" for p in a.policies] + \
@@ -145,10 +173,9 @@ def run_suite(suite, a, device, console):
         for name in dict.fromkeys(r["config"] for r in tax):
             rs = [r for r in tax if r["config"] == name]
             t.add_row(name, f"{rs[0]['default']:,.0f}", *[f"{r['tdax']:,.0f}" for r in rs],
-                      *[f"{r['ratio']:.2f}" for r in rs])
+                      *[report.fmt_ratio(r, "ratio") for r in rs])
         console.print(t)
-    console.print(f"results: {out}")
-    return out
+    console.print(report.control_line(ctl, a.retries))
 
 
 def main():
@@ -159,6 +186,7 @@ def main():
     suites = list(SUITES) if a.suite == "all" else [a.suite]
     device = f"/dev/shm/tdax-bench-{os.getpid()}"
     outs = []
+    env.catch_signals()
     try:
         for s in suites:
             # A fresh device per suite, owned by the user the workload runs
@@ -166,13 +194,16 @@ def main():
             # PostgreSQL's would run without tdax, silently under --quiet).
             env.fresh_device(device, "1G", owner="postgres" if s == "postgres" else None)
             outs.append(run_suite(s, a, device, console))
-    except KeyboardInterrupt:
-        env.stop_all()
-        print("tdax bench: interrupted; every server stopped, partial results not written",
-              file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        env.ignore_signals()
+        env.stop_all(quick=True)
+        sig = getattr(e, "signum", signal.SIGINT)
+        print(f"tdax bench: interrupted ({signal.Signals(sig).name}); every server stopped, "
+              "partial results not written", file=sys.stderr)
+        sys.exit(128 + sig)
     finally:
-        env.stop_all()
+        env.ignore_signals()
+        env.stop_all(quick=True)
         if os.path.exists(device):
             os.unlink(device)
     if a.suite == "all":
