@@ -33,8 +33,16 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
 	int32_t seg;
 	uint32_t nslots;          /* the segment's, as this owner keeps it: the */
 	uint64_t tail;            /* region's copies are written, never read back */
+	uint64_t faulted;         /* bytes of its room mapped in ahead (prefault) */
 	uint64_t owner;
-} mine = { 0, -1, 0, 0, 0 };
+} mine = { 0, -1, 0, 0, 0, 0 };
+
+/* How far ahead of the tail the room is mapped in, at most: the pages a
+ * record is copied to are mapped before the copy (no page fault on the
+ * append's path), but only as many as the appends will use -- a segment
+ * sealed early (its slots full: a new file per transaction) costs only
+ * what it held, not 1 MiB of page-table work. */
+#define PREFAULT_AHEAD (64u << 10)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -45,6 +53,7 @@ static void forget(void)
 	mine.seg = -1;
 	mine.nslots = 0;
 	mine.tail = 0;
+	mine.faulted = 0;
 	mine.owner = 0;
 }
 
@@ -205,7 +214,8 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 				mine.seg = (int32_t)i;
 				mine.nslots = 0;
 				mine.tail = 0;
-				tdax_device_prefault(dev, s, dev->sb->seg_size);
+				mine.faulted = 0;
+				tdax_device_prefault(dev, s, TDAX_SEG_HEADER_SIZE);
 				return s;
 			}
 		}
@@ -263,6 +273,20 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 	return s;
 }
 
+/* The room of segment s up to end (from the tail) mapped in: the next
+ * PREFAULT_AHEAD bytes at least, whole chunks, within the room. */
+static void map_ahead(const struct tdax_device *dev, struct tdax_seg *s, uint64_t end)
+{
+	if (end <= mine.faulted)
+		return;
+	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	uint64_t to = (end + PREFAULT_AHEAD - 1) / PREFAULT_AHEAD * PREFAULT_AHEAD;
+	if (to > room)
+		to = room;
+	tdax_device_prefault(dev, (char *)s + TDAX_SEG_HEADER_SIZE + mine.faulted, to - mine.faulted);
+	mine.faulted = to;
+}
+
 static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_t fgen, uint64_t off,
 		  const void *data, uint32_t len, uint64_t *seq, const void **where)
 {
@@ -279,6 +303,7 @@ static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_
 	 * end inside the segment's room. */
 	TDAX_ASSERT(tail % TDAX_CACHELINE == 0 && need % TDAX_CACHELINE == 0);
 	TDAX_ASSERT(tail + need <= dev->sb->seg_size - TDAX_SEG_HEADER_SIZE);
+	map_ahead(dev, s, tail + need);
 	struct tdax_rec h = {
 		.magic = TDAX_REC_MAGIC, .kind = kind,
 		.seq = atomic_fetch_add(dev->seq, 1) + 1,
