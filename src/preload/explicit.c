@@ -37,22 +37,12 @@
 #include "preload/start.h"
 #include "preload/tracking.h"
 #include "preload/unregistered.h"
+#include "preload/writeback.h"
 #include "tdax.h"
 
 #include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-/* Pin every mapping of this process of file (idx, gen) again: an unmap
- * let go of pins another of them may share. Locked. */
-static void pin_all(uint32_t idx, uint32_t gen)
-{
-	for (int i = 0; i < TDAX_MAPS_MAX; i++) {
-		const struct tdax_mapping *m = tdax_mapped_at(i);
-		if (m && m->logged && m->idx == idx && m->gen == gen)
-			tdax_tracking_pin(idx, gen, m->off, m->len);
-	}
-}
 
 /*
  * Make fd's file tdax's for mapping m: registered, durable with its name
@@ -117,8 +107,10 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 		errno = EMFILE;
 		return NULL;
 	}
-	m->logged = take(fd, m);
+	bool logged = m->logged = take(fd, m);
 	tdax_mapped_unlock();
+	if (logged)
+		tdax_writeback_ensure(); /* its passes keep the pins (tdax_mapped_pin_every) */
 	return p;
 }
 
@@ -178,7 +170,7 @@ EXPORT int tdax_unmap(void *addr, size_t length)
 		if (f->gen == was.gen)
 			atomic_fetch_add(&f->rt.uncovered, 1);
 		tdax_tracking_unpin(was.idx, was.gen, was.off, was.len);
-		pin_all(was.idx, was.gen); /* another mapping of it here keeps its pins */
+		tdax_mapped_pin(was.idx, was.gen); /* another mapping of it here keeps its pins */
 	}
 	tdax_mapped_unlock();
 	return munmap(addr, length);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "preload/mapped.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 
 #include <pthread.h>
 
@@ -81,4 +82,26 @@ void tdax_mapped_remove(struct tdax_mapping *m)
 {
 	atomic_store(&m->addr, 0);
 	atomic_fetch_sub(&tdax_mapped_live, 1);
+}
+
+void tdax_mapped_pin(uint32_t idx, uint32_t gen)
+{
+	for (int i = 0; i < TDAX_MAPS_MAX; i++) {
+		const struct tdax_mapping *m = tdax_mapped_at(i);
+		if (m && m->logged && m->idx == idx && m->gen == gen)
+			tdax_tracking_pin(idx, gen, m->off, m->len);
+	}
+}
+
+void tdax_mapped_pin_every(void)
+{
+	if (!atomic_load_explicit(&tdax_mapped_live, memory_order_relaxed))
+		return;
+	tdax_mapped_lock();
+	for (int i = 0; i < TDAX_MAPS_MAX; i++) {
+		const struct tdax_mapping *m = tdax_mapped_at(i);
+		if (m && m->logged)
+			tdax_tracking_pin(m->idx, m->gen, m->off, m->len);
+	}
+	tdax_mapped_unlock();
 }

@@ -61,4 +61,16 @@ struct tdax_mapping *tdax_mapped_at(int i);
 /* Locked: free slot m, no longer live. */
 void tdax_mapped_remove(struct tdax_mapping *m);
 
+/* Locked: pin again the ranges of every logged mapping of file (idx, gen)
+ * (tdax_tracking_pin). A range's pin is one process's at a time (its
+ * pid), and a process that unmaps lets go of its pins: another mapping of
+ * the same range, here or in another process, must take them up again. */
+void tdax_mapped_pin(uint32_t idx, uint32_t gen);
+
+/* The same for every logged mapping of this process, the lock taken: the
+ * write-back thread's, every pass that looks at the ranges (~100 ms), so
+ * that a pin let go by another process is taken up within one. Nothing
+ * while no mapping lives. */
+void tdax_mapped_pin_every(void);
+
 #endif

@@ -15,6 +15,7 @@
 #include "core/trace.h"
 #include "preload/fdtable.h"
 #include "preload/lease.h"
+#include "preload/mapped.h"
 #include "preload/wake.h"
 #include "preload/watch.h"
 
@@ -108,6 +109,7 @@ static void pass(int all, bool woken)
 	    now - atomic_load_explicit(&scanned_ns, memory_order_relaxed) >= SCAN_EVERY_NS) {
 		atomic_store_explicit(&scanned_ns, now, memory_order_relaxed);
 		tdax_tracking_work(pressure, tdax_checkpoint_file);
+		tdax_mapped_pin_every(); /* a pin another process let go of (mapped.h) */
 	}
 	bool sealed = false;
 	if (all || pressure || now - atomic_load_explicit(&sealed_ns, memory_order_relaxed) >= SEAL_EVERY_NS) {

@@ -137,13 +137,14 @@ def waited(p, timeout):
 
 
 @contextmanager
-def started(device, code, *args, env=None, policy="always"):
+def started(device, code, *args, env=None, policy="always", stdin=None):
     """Python code under `tdax run` in a session of its own, stdout and
-    stderr piped; the whole tree is killed on the way out."""
+    stderr piped (stdin too with stdin=subprocess.PIPE); the whole tree is
+    killed on the way out."""
     e = dict(os.environ, **{**TDAX_ENV, **(env or {})})
     p = subprocess.Popen([TDAX, "run", "--device", device, "--policy", policy, "--", PY, "-c", code,
-                          *[str(a) for a in args]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=e, start_new_session=True)
+                          *[str(a) for a in args]], stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e, start_new_session=True)
     try:
         yield p
     finally:

@@ -175,6 +175,41 @@ time.sleep(60)
     assert all(x["pinned"] == 0 for x in st["files"]), st["files"]
 
 
+def test_a_pin_let_go_by_one_process_is_taken_up_by_another_that_maps_the_range(dev, diskdir):
+    """A range's pin is one process's at a time: a second process mapping
+    the same range finds it held. When the first unmaps, the second's
+    write-back pass takes the pin up (within ~100 ms): the range stays
+    pinned while any process maps it."""
+    f = diskdir / "log"
+    code = API + r"""
+fd, p = open_mapped(sys.argv[1], 0)
+print("mapped", flush=True)
+sys.stdin.readline()
+assert lib.tdax_unmap(p, SIZE) == 0
+print("unmapped", flush=True)
+time.sleep(60)
+"""
+
+    def pinned():
+        st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+        return sum(x["pinned"] for x in st["files"] if x["path"] == str(f))
+    pipe = subprocess.PIPE
+    with started(dev, code, f, policy="thesis", stdin=pipe) as first, \
+            started(dev, code, f, policy="thesis", stdin=pipe) as second:
+        assert first.stdout.readline() == "mapped\n" and second.stdout.readline() == "mapped\n"
+        assert pinned() == 1
+        first.stdin.write("\n")
+        first.stdin.flush()
+        assert first.stdout.readline() == "unmapped\n"
+        time.sleep(0.5)  # a few write-back passes of the second
+        assert pinned() == 1, "the second mapping's range lost its pin with the first's unmap"
+        second.stdin.write("\n")
+        second.stdin.flush()
+        assert second.stdout.readline() == "unmapped\n"
+        time.sleep(0.3)
+        assert pinned() == 0
+
+
 def test_bad_calls_fail_as_the_system_calls_would(dev, diskdir):
     f = diskdir / "log"
     code = API + r"""
