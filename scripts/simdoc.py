@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 TDAX = str(env.TDAX)
 PY = sys.executable
 OUT = ROOT / "docs" / "sim"
+DUAL = ("0", "64K", "16K")  # --big-write settings of the dual-path table
 
 
 def traced(device, trace, argv, user=None):
@@ -107,7 +108,7 @@ def main():
         with env.scratch("tdax-simdoc-") as d:
             traces = record(device, d)
             over = overhead(device, d)
-            results = {}
+            results, dual = {}, {}
             for app, t in traces.items():
                 t0 = time.perf_counter()
                 p = subprocess.run([TDAX, "sim", str(t), "--policy", "all", "--json"], check=True,
@@ -115,6 +116,9 @@ def main():
                 results[app] = (json.loads(p.stdout), time.perf_counter() - t0,
                                 json.loads(subprocess.run([TDAX, "trace", "info", str(t), "--json"],
                                                           capture_output=True, text=True).stdout))
+                dual[app] = {(pol, big): json.loads(subprocess.run(
+                    [TDAX, "sim", str(t), "--policy", pol, "--big-write", big, "--json"], check=True,
+                    capture_output=True, text=True).stdout) for pol in ("always", "adaptive") for big in DUAL}
     finally:
         env.stop_all()
         os.unlink(device)
@@ -198,6 +202,18 @@ def main():
               "heirs) whose M stays under U. The reactivity column is the median time from a file's first sync "
               "to its first upgrade (and its sync count then); `downgraded after`, from a file's last sync to a "
               "downgrade.", "",
+              "## The size-aware dual path", "",
+              "`tdax sim --big-write SIZE` (the runtime's `TDAX_BIG_WRITE`, docs/policy.md): a write of SIZE "
+              "or more is not logged even where its range is, and makes its file's next sync real. Per trace, "
+              "under `always` and `adaptive`: the fraction of syncs answered lightly, the bytes logged, and "
+              "the bytes logged per byte written.", "",
+              "| trace | policy | big writes from | light fraction | logged MiB | device bytes per byte | big writes |",
+              "|---|---|---|---|---|---|---|"]
+    for app, by in dual.items():
+        for (pol, big), r in by.items():
+            lines.append(f"| {app} | {pol} | {'none' if big == '0' else big} | {r['light_fraction']:.3f} | "
+                         f"{r['logged_bytes'] / 2**20:.1f} | {r['device_bytes_per_byte']:.3f} | {r['big_writes']} |")
+    lines += ["",
               f"## What tracing costs", "",
               f"128 B append + fdatasync under tdax, median latency over 5 runs: {over['off']:,.0f} ns without "
               f"tracing, {over['on']:,.0f} ns with (`scripts/simdoc.py`). Off, tracing costs one predictable "

@@ -3,7 +3,7 @@
   tdax trace info FILE [--json]        what a trace holds
   tdax trace dump FILE [--limit N]     its events, one per line
   tdax sim FILE [--policy P|all] [--set KEY=VALUE ...] [--capacity SIZE]
-                [--selection KEY=VALUE ...] [--wb-age-ms MS]
+                [--selection KEY=VALUE ...] [--wb-age-ms MS] [--big-write SIZE]
                 [--cost KEY=VALUE ...] [--sweep KEY=FROM:TO:STEP ...] [--json] [--out DIR]
 
 Policies: thesis (the runtime's own code, heirs included), always, never,
@@ -18,7 +18,10 @@ deferred_writes). --selection sets the selection of bandwidth and bypass as
 the runtime's TDAX_BYPASS_* variables do: share_pct (bypass 50, bandwidth
 90), floor (bytes a second, 0), window_ms (1000); --wb-age-ms the write-back
 age (TDAX_WB_AGE_MS, 1000), which bounds a file's footprint and demotes
-promoted files.
+promoted files; --big-write the size-aware dual path (TDAX_BIG_WRITE, 0:
+none): a write of that size or more is not logged, even where its range is,
+and makes its file's next sync real (reported as big_writes, big_bytes and
+device_bytes_per_byte, the bytes logged per byte written).
 Costs (microseconds unless named): real_sync_us, light_sync_us, write_us,
 log_record_us, log_ns_per_byte. A sweep runs the thesis policy over the grid
 on all cores and plots heatmaps of the lightweight-sync fraction and the
@@ -142,6 +145,8 @@ def sim_cmd(argv):
     ap.add_argument("--selection", nargs="*", default=[], metavar="KEY=VALUE",
                     help="bypass mode's selection: " + ", ".join(SELECTION))
     ap.add_argument("--wb-age-ms", type=int, default=1000, help="the write-back age (TDAX_WB_AGE_MS)")
+    ap.add_argument("--big-write", type=size, default=0,
+                    help="writes of this many bytes or more take the block path (TDAX_BIG_WRITE; default 0: none)")
     ap.add_argument("--cost", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--sweep", nargs="*", metavar="KEY=FROM:TO:STEP")
     ap.add_argument("--json", action="store_true")
@@ -157,7 +162,7 @@ def sim_cmd(argv):
             raise SystemExit(f"tdax sim: --selection {k}={v}: expected a whole number")
     if not 1 <= selection.get("share", 0.5) * 100 <= 100 or a.wb_age_ms < 1:
         raise SystemExit("tdax sim: share_pct is 1..100 and --wb-age-ms at least 1")
-    more = {"selection": selection, "wb_age_ms": a.wb_age_ms}
+    more = {"selection": selection, "wb_age_ms": a.wb_age_ms, "big_write": a.big_write}
     load(a.trace)  # clear errors before any work
     if a.sweep:
         axes = grid(a.sweep)

@@ -1,9 +1,11 @@
 """sim -- replay a trace through a policy with a simulated device.
 
 The model is the runtime's (docs/design.md): a write to a range the policy
-logs goes into the device; any other change makes the file "uncovered"; a
-sync is lightweight unless the file is uncovered (then it is real and
-releases the file's records). Records are also released by background
+logs goes into the device, unless it is big (big_write bytes or more, the
+runtime's TDAX_BIG_WRITE: the size-aware dual path) and the file is not
+promoted; any other change makes the file "uncovered"; a sync is
+lightweight unless the file is uncovered (then it is real and releases the
+file's records). Records are also released by background
 checkpoints (after TDAX_WB_AGE_MS), by downgrade jobs, and under pressure.
 """
 import ctypes
@@ -33,8 +35,9 @@ class File:
 
 # ---- policies ---------------------------------------------------------------
 
-class Always:
-    name = "always"
+class Policy:
+    """What a policy is asked, and the answers of one that logs every write
+    and no creation."""
 
     def __init__(self, sim):
         self.sim = sim
@@ -58,6 +61,11 @@ class Always:
     def wrote(self, fid, f, off, n, t, stored):
         """After every write: stored, whether it went into the device."""
 
+    def promoted(self, fid):
+        """Whether the file is promoted (bypass mode: every write logged,
+        big or not)."""
+        return False
+
     def uncovered(self, fid, f, t, why="kernel"):
         """The file's next sync is real now (a change no record covers).
         why: "full" (the log had no room for a write the policy logs),
@@ -74,14 +82,24 @@ class Always:
         pass
 
 
-class Never(Always):
+class Always(Policy):
+    """Every write logged, and every file created empty under tdax is a
+    record from its start (the runtime registers it at the open, with a
+    create record): its first sync is lightweight."""
+    name = "always"
+
+    def created(self, fid, f, t):
+        return True
+
+
+class Never(Policy):
     name = "never"
 
     def write(self, fid, f, off, n, t):
         return False
 
 
-class Thesis(Always):
+class Thesis(Policy):
     """src/policy/track.c through ctypes, fed as src/preload/tracking.c feeds it,
     heirs included (a file created at the name of one that had a sync stream
     takes up its first range's counts and upgrade, docs/policy.md; the trace
@@ -241,7 +259,7 @@ class Adaptive(Thesis):
         return logged
 
 
-class FsyncStreak(Always):
+class FsyncStreak(Policy):
     """SPFS-like: a file is upgraded after N consecutive syncs each within T
     of the previous one, and downgraded when its syncs stop for longer than
     the idle time."""
@@ -377,7 +395,7 @@ class Selection:
         return taken
 
 
-class Bandwidth(Always):
+class Bandwidth(Policy):
     """The Transparent DAX Mappings selection (§4.3, §4.4) as the upgrade
     policy itself: bypass mode's Selection (src/policy/select.c) with `share`
     of the device, every 100 ms (the write-back's), its files logged whole
@@ -464,6 +482,9 @@ class Bypass(Thesis):
         logged = super().write(fid, f, off, n, t)  # tracking, promoted or not
         return fid in self.selection.promoted or logged
 
+    def promoted(self, fid):
+        return fid in self.selection.promoted
+
     def wrote(self, fid, f, off, n, t, stored):
         self.selection.wrote(fid, off, n, t)
         if stored and fid in self.selection.promoted:
@@ -516,8 +537,10 @@ SELECTING = {Bandwidth.name, Bypass.name}
 
 class Sim:
     def __init__(self, trace, policy="thesis", tunables=None, capacity=None, costs=None,
-                 wb_age_ms=1000, wb_interval_ms=10, high_pct=90, oscillation_ms=1000, selection=None):
+                 wb_age_ms=1000, wb_interval_ms=10, high_pct=90, oscillation_ms=1000, selection=None,
+                 big_write=0):
         self.trace, self.tunables = trace, {**trace.tunables(), **(tunables or {})}
+        self.big_write = big_write
         self.capacity = capacity or trace.capacity
         self.costs = {**DEFAULT_COSTS, **(costs or {})}
         self.age, self.interval = wb_age_ms * 1000000, wb_interval_ms * 1000000
@@ -597,6 +620,10 @@ class Sim:
                 self.c["writes"] += 1
                 self.c["bytes_written"] += e.length
                 logged = not e.flags and not f.kernel_only and self.policy.write(e.file, f, e.off, e.length, e.t)
+                if logged and self.big_write and e.length >= self.big_write and not self.policy.promoted(e.file):
+                    logged = False  # the block path's (the dual path): the file is uncovered
+                    self.c["big_writes"] += 1
+                    self.c["big_bytes"] += e.length
                 room = self.live + e.length + REC <= self.capacity
                 stored = bool(logged and room and e.length)
                 if stored:
@@ -647,6 +674,9 @@ class Sim:
                 "light_fraction": round(c["light_syncs"] / syncs, 4) if syncs else 0.0,
                 "writes": c["writes"], "logged_writes": c["logged_writes"],
                 "logged_bytes": c["logged_bytes"], "peak_device_bytes": self.peak,
+                "big_writes": c["big_writes"], "big_bytes": c["big_bytes"],
+                "device_bytes_per_byte": round(c["logged_bytes"] / c["bytes_written"], 4)
+                if c["bytes_written"] else 0.0,
                 "log_full": c["log_full"], "upgrades": c["upgrades"], "downgrades": c["downgrades"],
                 "checkpoints": c["checkpoints"], "oscillations": c["oscillations"],
                 "reactivity_ms": round(reacts[len(reacts) // 2][0] / 1e6, 3) if reacts else None,

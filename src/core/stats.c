@@ -10,6 +10,7 @@ const char *tdax_fallback_name(enum tdax_fallback f)
 	static const char *const names[TDAX_FB_COUNT] = {
 		"none", "log_full", "not_upgraded", "metadata", "unseen_write", "mmap", "stdio",
 		"copy", "direct_io", "writeback_error", "unregistered", "passthrough", "async_io",
+		"big_write",
 	};
 	return f < TDAX_FB_COUNT ? names[f] : "unknown";
 }

@@ -29,6 +29,7 @@ enum tdax_fallback {
 	TDAX_FB_UNREGISTERED,  /* file table full or path too long */
 	TDAX_FB_PASSTHROUGH,   /* a write tdax let through unlogged (unknown pwritev2 flag, syscall(2)) */
 	TDAX_FB_ASYNC,         /* asynchronous I/O tdax cannot follow (POSIX aio, libaio, io_uring) */
+	TDAX_FB_BIG_WRITE,     /* a write of TDAX_BIG_WRITE bytes or more: the block path (dual path) */
 	TDAX_FB_COUNT
 };
 

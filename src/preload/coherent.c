@@ -142,6 +142,8 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 	else if (!iov || !(tracked ? tdax_tracking_logged(idx, e->gen, off, r)
 				    : tdax_tracking_write(idx, e->gen, off, r)))
 		why = TDAX_FB_NOT_UPGRADED; /* (no iov: off is an estimate, nothing to log) */
+	else if (tdax_rt.big_write && r >= tdax_rt.big_write)
+		why = TDAX_FB_BIG_WRITE; /* the dual path: the block path's, its sync real (coherent.h) */
 	if (iov) /* (before the append, as the counts: see log_counted) */
 		tdax_atomic_max(&rt->size_seen, off + r);
 	bool logs = why == TDAX_FB_NONE;
@@ -156,7 +158,8 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 		why = TDAX_FB_LOG_FULL;
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
-				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL);
+				 why != TDAX_FB_NONE && why != TDAX_FB_NOT_UPGRADED && why != TDAX_FB_LOG_FULL &&
+				 why != TDAX_FB_BIG_WRITE);
 	if (why != TDAX_FB_NONE) {
 		atomic_fetch_add(&rt->uncovered, 1);
 		tdax_count(TDAX_ST_UNLOGGED_WRITES, 1);

@@ -50,7 +50,13 @@ void tdax_coherent_write_begin(const struct tdax_fd *e);
 void tdax_coherent_write_end(const struct tdax_fd *e);
 
 /* A real write through a managed fd put r bytes of iov at off: log them (or
- * mark the file uncovered). Call before tdax_coherent_write_end. tracked:
+ * mark the file uncovered). A write of TDAX_BIG_WRITE bytes or more is not
+ * logged even where its range is (the size-aware dual path, RomeFS): its
+ * bytes take the block path alone, the file is uncovered, and its next sync
+ * is a checkpoint -- a real sync, after which every older record of the
+ * file is released, so none is ever replayed over the big write's bytes;
+ * syncs that cover only small writes stay lightweight. Call before
+ * tdax_coherent_write_end. tracked:
  * the policy counted the write before it was made (tdax_tracking_write, at
  * where it was expected to land), so it is only asked whether the range is
  * logged. With iov NULL, off is only an estimate (a cold write): the file

@@ -111,6 +111,7 @@ static void configure(void)
 	tdax_rt.wb_bytes = wb_var(TDAX_WB_BYTES);
 	tdax_rt.wb_high_pct = (uint32_t)wb_var(TDAX_WB_HIGH_PCT);
 	tdax_rt.reserve_pct = (uint32_t)tdax_env_value("TDAX_EXPLICIT_RESERVE_PCT", 10, 0, 100);
+	tdax_rt.big_write = tdax_env_value("TDAX_BIG_WRITE", 0, 0, (uint64_t)1 << 40);
 	/* One the application does not use (one it handles turns leases off). */
 	tdax_rt.lease_signal = (int)tdax_env_value("TDAX_LEASE_SIGNAL", (uint64_t)(SIGRTMAX - 2),
 						   (uint64_t)SIGRTMIN, (uint64_t)SIGRTMAX);

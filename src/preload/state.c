@@ -50,9 +50,11 @@ void tdax_fallback(enum tdax_fallback why, const char *path)
 	/* The normal course of things -- counted, worth a warning only when
 	 * asked (TDAX_VERBOSE): a change of names, a range not upgraded, a
 	 * stdio stream (a log file a server opens with fopen for every line:
-	 * its syncs are the kernel's, nothing is at risk). */
+	 * its syncs are the kernel's, nothing is at risk), a big write on the
+	 * block path (TDAX_BIG_WRITE, as configured). */
 	if (!tdax_rt.verbose &&
-	    (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED || why == TDAX_FB_STDIO))
+	    (why == TDAX_FB_METADATA || why == TDAX_FB_NOT_UPGRADED || why == TDAX_FB_STDIO ||
+	     why == TDAX_FB_BIG_WRITE))
 		return;
 	uint32_t bit = 1u << why;
 	if (atomic_fetch_or(&tdax_rt.warned, bit) & bit)

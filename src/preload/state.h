@@ -41,6 +41,7 @@ struct tdax_runtime {
 	uint64_t wb_bytes;           /* a file with this much logged is checkpointed */
 	uint32_t wb_high_pct;        /* device use above this: checkpoint everything */
 	uint32_t reserve_pct;        /* the log's share transparent upgrades leave to explicit mappings */
+	uint64_t big_write;          /* a write of at least this many bytes is not logged (0: none; coherent.h) */
 	bool blind;                  /* asynchronous I/O tdax cannot see: manage nothing new */
 	bool leases;                 /* write leases may spare syncs their look at the file (lease.h) */
 	int lease_signal;            /* the signal of a lease's break (TDAX_LEASE_SIGNAL) */
