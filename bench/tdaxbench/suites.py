@@ -42,6 +42,11 @@ def out_of(cmd, **kw):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, **kw)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd[:8]))} failed ({p.returncode}): {p.stderr[-800:]}")
+    if "cannot be preloaded" in p.stderr:
+        # The dynamic linker could not load libtdax.so (a build replacing
+        # it at that moment, say) and ran the workload without tdax: its
+        # figure would pass for tdax's.
+        raise RuntimeError(f"{' '.join(map(str, cmd[:8]))} ran without tdax: {p.stderr[-800:]}")
     return p.stdout
 
 

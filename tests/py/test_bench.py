@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, TDAX, run, waited
 
 sys.path.insert(0, str(ROOT / "bench"))
-from tdaxbench import env, report, rounds  # noqa: E402
+from tdaxbench import env, report, rounds, suites  # noqa: E402
 from tdaxbench.suites import Config  # noqa: E402
 
 
@@ -255,3 +255,16 @@ def test_the_page_states_date_machine_rounds_threshold_and_control_and_nothing_s
     assert "always P1 c1" not in text and "5,002" not in text  # the old page is gone
     assert sorted(x.name for x in (page.parent / "bench").iterdir()) == ["files.png", "sqlite.png"]
     assert "(bench/sqlite.png)" in text and "(bench/files.png)" in text
+
+
+def test_a_run_the_dynamic_linker_left_without_tdax_is_no_figure(tmp_path):
+    """A libtdax.so that cannot be loaded (a build replacing it while a
+    benchmark runs) makes `tdax run` run the workload without tdax, with
+    only the dynamic linker's line on stderr: the harness refuses that
+    run's figure instead of reporting it as tdax's."""
+    bad = tmp_path / "libtdax.so"
+    bad.write_bytes(b"\x7fELF" + b"\0" * 60)
+    cmd = ["env", f"LD_PRELOAD={bad}", sys.executable, "-c", "print(1)"]
+    with pytest.raises(RuntimeError, match="ran without tdax"):
+        suites.out_of(cmd)
+    assert suites.out_of([sys.executable, "-c", "print(1)"]) == "1\n"
