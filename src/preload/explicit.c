@@ -37,6 +37,7 @@
 #include "preload/start.h"
 #include "preload/tracking.h"
 #include "preload/unregistered.h"
+#include "preload/wake.h"
 #include "preload/writeback.h"
 #include "tdax.h"
 
@@ -109,8 +110,12 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 	}
 	bool logged = m->logged = take(fd, m);
 	tdax_mapped_unlock();
-	if (logged)
-		tdax_writeback_ensure(); /* its passes keep the pins (tdax_mapped_pin_every) */
+	if (logged) {
+		/* The write-back thread's passes keep the pins
+		 * (tdax_mapped_pin_every): wanted now, records or not. */
+		tdax_wake_want();
+		tdax_writeback_ensure();
+	}
 	return p;
 }
 
