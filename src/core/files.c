@@ -362,6 +362,23 @@ static bool still_there(const struct tdax_file *f)
 	return same;
 }
 
+uint32_t tdax_files_reclaim_gone(struct tdax_device *dev)
+{
+	if (!tdax_pidlock_try(dev->reglock))
+		return 0;
+	index_room(dev);
+	uint32_t freed = 0;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		struct tdax_file *f = tdax_file_at(dev, i);
+		if (!tdax_file_valid(f) || !idle(&f->rt) || still_there(f))
+			continue;
+		free_entry(dev, f, i);
+		freed++;
+	}
+	tdax_pidlock_release(dev->reglock);
+	return freed;
+}
+
 /*
  * Under the lock, the table full: make room. Entries that keep nothing
  * (idle), up to an eighth of the table so that the next registrations find

@@ -215,6 +215,14 @@ bool tdax_files_orphaned(struct tdax_device *dev);
  * freed. Never waits for the registration lock. */
 bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
+/* Free the entries of files that are gone from their paths (removed or
+ * replaced where tdax did not see it: a directory deleted by a program
+ * without tdax) and hold nothing anyone needs: their ranges become free
+ * for other files (ranges.h: a range of a freed entry is stale). For a
+ * full range table; a scan of the table, a path look per entry. Never
+ * waits for the registration lock. Returns how many were freed. */
+uint32_t tdax_files_reclaim_gone(struct tdax_device *dev);
+
 /* The file was renamed: its new absolute path, written in place (files.c,
  * set_path). Its live records stay valid: the caller logs the rename
  * first (tdax_log_rename), so that recovery finds the file under either

@@ -63,6 +63,28 @@ static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
 	atomic_store(&rt->dirty_overflow, 1);
 }
 
+
+/*
+ * Range r of file (idx, gen), made if new. A full range table (its slots
+ * held by files that are gone, whose entries nothing freed: a directory
+ * removed without tdax) would leave every new range on the kernel's path
+ * for good: then the entries of gone files are freed, at most once a
+ * second in a process, and the range asked for again.
+ */
+static struct tdax_range *range_made(uint32_t idx, uint32_t gen, uint32_t rno)
+{
+	static _Atomic uint64_t reclaimed_ns;
+	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, rno, true);
+	if (r)
+		return r;
+	uint64_t now = tdax_coarse_ns(), last = atomic_load_explicit(&reclaimed_ns, memory_order_relaxed);
+	if ((last && now - last < 1000000000ull) ||
+	    !atomic_compare_exchange_strong(&reclaimed_ns, &last, now) ||
+	    !tdax_files_reclaim_gone(tdax_rt.dev))
+		return NULL;
+	return tdax_ranges_get(tdax_rt.dev, idx, gen, rno, true);
+}
+
 /* Upgrade-ahead (policy/track.h): an append over range rno's carry page,
  * pages [p0, p1] of it, hands the range's state to range rno + 1. */
 static void carry(uint32_t idx, uint32_t gen, const struct tdax_range *r, uint32_t rno, uint32_t g,
@@ -72,7 +94,7 @@ static void carry(uint32_t idx, uint32_t gen, const struct tdax_range *r, uint32
 	if (p0 > at || p1 < at || rno == UINT32_MAX ||
 	    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED || reserved())
 		return;
-	struct tdax_range *next = tdax_ranges_get(tdax_rt.dev, idx, gen, rno + 1, true);
+	struct tdax_range *next = range_made(idx, gen, rno + 1);
 	if (next && tdax_track_carry(&r->t, &next->t, t, now))
 		tdax_wake();
 }
@@ -169,7 +191,7 @@ static struct tdax_range *batch_for(uint32_t idx, uint32_t gen, uint64_t rno, bo
 	flush(now, &t);
 	if (same)
 		return cur.r;
-	cur.r = tdax_ranges_get(tdax_rt.dev, idx, gen, (uint32_t)rno, true);
+	cur.r = range_made(idx, gen, (uint32_t)rno);
 	cur.key = key_of(idx, rno);
 	cur.fgen = gen;
 	return cur.r;
@@ -266,7 +288,7 @@ bool tdax_tracking_write(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	bool appends = tdax_rt.policy == TDAX_POLICY_ADAPTIVE &&
 		       off >= atomic_load_explicit(&rt->size_seen, memory_order_relaxed);
 	for (uint64_t rno = first >> g; rno <= last >> g; rno++) {
-		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
+		struct tdax_range *r = range_made(idx, gen, (uint32_t)rno);
 		if (!r) {
 			logged = false; /* the table is full: this range stays with the kernel */
 			continue;
@@ -372,7 +394,7 @@ void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)
 	uint64_t last = h->last_sync_ns;
 	atomic_store(&h->key, 0); /* one heir per removal */
 	tdax_ranges_gran(rt, &t);
-	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, true);
+	struct tdax_range *r = range_made(idx, gen, 0);
 	if (!r)
 		return;
 	/* Its stream goes on: a first sync within the window of the removed
@@ -471,7 +493,7 @@ bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 	uint32_t g = tdax_ranges_gran(tdax_rt_of(idx), &t);
 	bool logged = true;
 	for (uint64_t rno = off >> (g + TDAX_PAGE_SHIFT); rno <= (off + len - 1) >> (g + TDAX_PAGE_SHIFT); rno++) {
-		struct tdax_range *r = tdax_ranges_get(dev, idx, gen, (uint32_t)rno, true);
+		struct tdax_range *r = range_made(idx, gen, (uint32_t)rno);
 		if (!r) {
 			logged = false; /* the table is full: this range stays with the kernel */
 			continue;

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import TDAX_ENV, info, power_cut, run, started, tdax_run, TDAX
+from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, started, tdax_run
 
 SMALL_FILES = r"""
 import os, sys
@@ -152,3 +152,34 @@ def test_a_file_registered_late_is_tracked_where_its_writes_land(dev, diskdir):
         st = json.loads(run(TDAX, "status", "--device", dev, "--json", "-v", check=0).stdout)
     ranges = [r["range"] for f in st["files"] if f["path"] == str(path) for r in f["range_detail"]]
     assert ranges and min(ranges) >= 16, ranges
+
+
+def test_ranges_of_files_removed_without_tdax_are_taken_back_when_the_range_table_is_full(dev, diskdir):
+    """Files written and synced under tdax, then removed by a program
+    without it (a benchmark's scratch directory): their entries stay, and
+    with them their ranges, until the range table (8192) is full -- after
+    which no range of any new file could be tracked or upgraded, every
+    sync real for good (tdax bench's fio suite fell to the kernel's rate so).
+    The entries of gone files are freed then, and the next file's syncs are
+    lightweight again."""
+    run(TDAX, "set", "--device", dev, "granularity_order=0", check=0)  # a range per page
+    code = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(int(sys.argv[2])):
+    os.write(fd, b"x" * 128)
+    os.fdatasync(fd)
+"""
+    # (no durable shadow: a copy of the whole file at each real sync)
+    env = {k: v for k, v in TDAX_ENV.items() if k != "TDAX_TEST_DURABLE_SHADOW"}
+
+    def appends(f, n):
+        run(TDAX, "run", "--device", dev, "--policy", "adaptive", "--", PY, "-c", code, f, n, env=env, check=0)
+    for i in range(5):  # 5 x 1875 pages, each a range: more than the table holds
+        f = diskdir / f"f{i}"
+        appends(f, 60000)
+        os.unlink(f)  # not under tdax: its entry and ranges stay
+    before = info(dev)["counters"]["light_syncs"]
+    appends(diskdir / "last", 2000)
+    light = info(dev)["counters"]["light_syncs"] - before
+    assert light > 1900, f"{light} of 2000 syncs lightweight after the range table filled"
