@@ -18,14 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tdaxbench.compare import ROOT, fresh_device, measure, under_tdax  # noqa: E402
+from tdaxsim.__main__ import size  # noqa: E402  (SIZE with K, M, G as tdax sim reads it)
 
 APPEND = str(ROOT / "build" / "bin" / "tdax-appendloop")
 TOTAL = 16 << 20  # bytes appended per run (and at least 64 appends)
-
-
-def size(s):
-    mult = {"k": 1 << 10, "m": 1 << 20}
-    return int(s[:-1]) * mult[s[-1].lower()] if s[-1].lower() in mult else int(s)
 
 
 def main():

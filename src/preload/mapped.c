@@ -84,13 +84,20 @@ void tdax_mapped_remove(struct tdax_mapping *m)
 	atomic_fetch_sub(&tdax_mapped_live, 1);
 }
 
-void tdax_mapped_pin(uint32_t idx, uint32_t gen)
+/* Locked: pin the ranges of every logged mapping, or (every false) of
+ * those of file (idx, gen). */
+static void pin(bool every, uint32_t idx, uint32_t gen)
 {
 	for (int i = 0; i < TDAX_MAPS_MAX; i++) {
 		const struct tdax_mapping *m = tdax_mapped_at(i);
-		if (m && m->logged && m->idx == idx && m->gen == gen)
-			tdax_tracking_pin(idx, gen, m->off, m->len);
+		if (m && m->logged && (every || (m->idx == idx && m->gen == gen)))
+			tdax_tracking_pin(m->idx, m->gen, m->off, m->len);
 	}
+}
+
+void tdax_mapped_pin(uint32_t idx, uint32_t gen)
+{
+	pin(false, idx, gen);
 }
 
 void tdax_mapped_pin_every(void)
@@ -98,10 +105,6 @@ void tdax_mapped_pin_every(void)
 	if (!atomic_load_explicit(&tdax_mapped_live, memory_order_relaxed))
 		return;
 	tdax_mapped_lock();
-	for (int i = 0; i < TDAX_MAPS_MAX; i++) {
-		const struct tdax_mapping *m = tdax_mapped_at(i);
-		if (m && m->logged)
-			tdax_tracking_pin(m->idx, m->gen, m->off, m->len);
-	}
+	pin(true, 0, 0);
 	tdax_mapped_unlock();
 }

@@ -63,7 +63,6 @@ static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
 	atomic_store(&rt->dirty_overflow, 1);
 }
 
-
 /*
  * Range r of file (idx, gen), made if new. A full range table (its slots
  * held by files that are gone, whose entries nothing freed: a directory
