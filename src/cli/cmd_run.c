@@ -31,7 +31,7 @@
 
 static const char run_help[] =
 	"usage: tdax run [--device PATH] [--mode coherent|bypass] [--policy adaptive|thesis|always|never]\n"
-	"                [--intercept libc|syscall] [--quiet|--verbose] [--trace FILE]\n"
+	"                [--intercept auto|libc|syscall] [--quiet|--verbose] [--trace FILE]\n"
 	"                [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
@@ -52,13 +52,15 @@ static const char run_help[] =
 	"                  ranges the thesis' tracking policy picks, see 'tdax get'; under both\n"
 	"                  a file made anew at a just removed file's name takes up its\n"
 	"                  stream), always (log every write), never (track, never upgrade)\n"
-	"  --intercept I   how tdax sees CMD's file calls: libc (default: libtdax.so's\n"
-	"                  hooks; a Go or statically linked CMD, which skips libc, is then\n"
-	"                  not seen, and one line on stderr says so) or syscall (a seccomp\n"
-	"                  filter traps opens for writing, renames, and the writes and\n"
-	"                  syncs of the files it opened, and tdax run stays as a\n"
-	"                  supervisor that makes them through the hooks; tens of\n"
-	"                  microseconds per trapped call; coherent mode only)\n"
+	"  --intercept I   how tdax sees CMD's file calls: libc (libtdax.so's hooks; a Go\n"
+	"                  or statically linked CMD skips libc and is not seen, which one\n"
+	"                  line on stderr says), syscall (a seccomp filter traps opens for\n"
+	"                  writing, renames, and the writes and syncs of the files it\n"
+	"                  opened, and tdax run stays as a supervisor that makes them\n"
+	"                  through the hooks; tens of microseconds per trapped call;\n"
+	"                  coherent mode only) or auto (default, TDAX_INTERCEPT: syscall\n"
+	"                  for a Go or statically linked CMD in coherent mode where the\n"
+	"                  kernel can trap, libc otherwise)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --verbose       also warn (once per reason) of the routine fallbacks: a change of\n"
 	"                  names, a range not upgraded, a stdio stream on a file\n"
@@ -68,7 +70,7 @@ static const char run_help[] =
 	"                  (TDAX_ALLOW_SHARED=1); such a region is refused otherwise\n"
 	"If the region cannot be used, CMD runs without tdax (every sync goes to the\n"
 	"kernel) and one line on stderr says why.\n"
-	"Environment passed on: TDAX_DEVICE, TDAX_MODE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
+	"Read here: TDAX_INTERCEPT. Environment passed on: TDAX_DEVICE, TDAX_MODE, TDAX_POLICY, TDAX_QUIET, TDAX_VERBOSE, LD_PRELOAD; tunables of\n"
 	"the write-back: TDAX_WB_INTERVAL_MS (10), TDAX_WB_AGE_MS (1000), TDAX_WB_BYTES (32M),\n"
 	"TDAX_WB_HIGH_PCT (90); the log's share left to explicit mappings (include/tdax.h):\n"
 	"TDAX_EXPLICIT_RESERVE_PCT (10); the size-aware dual path: TDAX_BIG_WRITE (0: none);\n"
@@ -136,15 +138,42 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 }
 
 /* Never a silent no-op: say so at start when CMD's file calls cannot reach
- * libtdax.so (program.h) and nothing else was asked to see them. */
-static void warn_unseen(const char *path, enum tdax_program_kind kind)
+ * libtdax.so (program.h) and nothing else sees them; why_not says why
+ * --intercept syscall does not. */
+static void warn_unseen(const char *path, enum tdax_program_kind kind, const char *why_not)
 {
 	fputs("tdax: ", stderr);
 	text_str(stderr, path, PATH_MAX);
 	fprintf(stderr, " %s, so libtdax.so sees none of its writes and syncs: they go to the kernel "
-		"as without tdax; --intercept syscall lets tdax see them\n",
+		"as without tdax (%s)\n",
 		kind == TDAX_PROGRAM_GO ? "is a Go program: its runtime makes its system calls without libc"
-					: "is statically linked: libtdax.so cannot be loaded into it");
+					: "is statically linked: libtdax.so cannot be loaded into it",
+		why_not);
+}
+
+/* Whether CMD's calls are trapped (--intercept syscall), as intercept (auto,
+ * libc, syscall) asks for a program of this kind; if it is not seen at
+ * all, why not into why_not. */
+static bool trap_calls(const char *intercept, enum tdax_program_kind kind, bool bypass, char *why_not,
+		       size_t len)
+{
+	bool unseen = kind == TDAX_PROGRAM_GO || kind == TDAX_PROGRAM_STATIC;
+	if (!strcmp(intercept, "syscall") || !unseen)
+		return !strcmp(intercept, "syscall");
+	if (!strcmp(intercept, "libc")) {
+		snprintf(why_not, len, "--intercept libc; --intercept syscall or auto lets tdax see them");
+		return false;
+	}
+	if (bypass) {
+		snprintf(why_not, len, "--intercept syscall, which would let tdax see them, works in "
+				       "coherent mode only");
+		return false;
+	}
+	int why = tdax_intercept_probe();
+	if (why)
+		snprintf(why_not, len, "the kernel cannot trap its calls: seccomp: %s; --intercept syscall "
+				       "needs Linux 5.19 or later", strerror(why));
+	return why == 0;
 }
 
 /* The environment that preloads libtdax.so on the region at path. */
@@ -189,7 +218,9 @@ int cmd_run(int argc, char **argv)
 		{ "verbose", no_argument, 0, 'v' }, { "mode", required_argument, 0, 'm' },
 		{ "intercept", required_argument, 0, 'i' }, { 0, 0, 0, 0 },
 	};
-	const char *device = NULL, *policy = NULL, *trace = NULL, *intercept = "libc";
+	const char *device = NULL, *policy = NULL, *trace = NULL;
+	const char *intercept = getenv("TDAX_INTERCEPT") && *getenv("TDAX_INTERCEPT") ? getenv("TDAX_INTERCEPT")
+										      : "auto";
 	const char *talk = NULL; /* TDAX_QUIET or TDAX_VERBOSE */
 	int c;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -207,11 +238,7 @@ int cmd_run(int argc, char **argv)
 				return usage_error("run", "unknown mode '%s' (coherent, bypass)", optarg);
 			setenv("TDAX_MODE", optarg, 1);
 			break;
-		case 'i':
-			if (strcmp(optarg, "libc") && strcmp(optarg, "syscall"))
-				return usage_error("run", "unknown --intercept '%s' (libc, syscall)", optarg);
-			intercept = optarg;
-			break;
+		case 'i': intercept = optarg; break;
 		case 'q': talk = "TDAX_QUIET"; break;
 		case 'v': talk = "TDAX_VERBOSE"; break;
 		case 't': trace = optarg; break;
@@ -222,6 +249,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
+	if (strcmp(intercept, "auto") && strcmp(intercept, "libc") && strcmp(intercept, "syscall"))
+		return usage_error("run", "unknown --intercept (or TDAX_INTERCEPT) '%s' (auto, libc, syscall)",
+				   intercept);
 	const char *path = device ? device : tdax_env_device();
 	char lib[PATH_MAX + 32], libabs[PATH_MAX];
 	if (find_library(lib, sizeof(lib)) != 0 || !realpath(lib, libabs)) {
@@ -235,10 +265,10 @@ int cmd_run(int argc, char **argv)
 	bool bypass = getenv("TDAX_MODE") && !strcmp(getenv("TDAX_MODE"), "bypass");
 	char prog[PATH_MAX];
 	enum tdax_program_kind kind = tdax_program_kind(argv[optind], prog, sizeof(prog));
-	bool unseen = kind == TDAX_PROGRAM_GO || kind == TDAX_PROGRAM_STATIC;
-	bool trap = !strcmp(intercept, "syscall");
-	if (trap && bypass)
+	if (!strcmp(intercept, "syscall") && bypass)
 		return usage_error("run", "%s", "--intercept syscall works in coherent mode only");
+	char why_not[256] = "";
+	bool trap = trap_calls(intercept, kind, bypass, why_not, sizeof(why_not));
 	struct tdax_err e;
 	if (prepare_device(path, device != NULL || tdax_env_device_named(), &e) != 0) {
 		fputs("tdax: ", stderr);
@@ -249,10 +279,15 @@ int cmd_run(int argc, char **argv)
 	} else if (start_with_tdax(path, libabs, policy, talk, trace, &e) != 0) {
 		return fail(&e);
 	} else if (trap) {
+		if (strcmp(intercept, "syscall") && talk && !strcmp(talk, "TDAX_VERBOSE")) {
+			fputs("tdax: ", stderr);
+			text_str(stderr, prog, PATH_MAX);
+			fputs(" skips libc: its file calls are trapped (--intercept syscall)\n", stderr);
+		}
 		return tdax_intercept_start(argv + optind, app_preload);
 	} else {
-		if (unseen && (!talk || strcmp(talk, "TDAX_QUIET")))
-			warn_unseen(prog, kind);
+		if (why_not[0] && (!talk || strcmp(talk, "TDAX_QUIET")))
+			warn_unseen(prog, kind, why_not);
 		if (bypass)
 			return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
 	}

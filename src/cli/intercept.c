@@ -55,6 +55,8 @@
 static const int always[] = {
 	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_truncate, SYS_creat,
 	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup,
+	/* They pass a descriptor on, to a low number of its receiver's. */
+	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
 };
 
 /* Handed over when their descriptor (argument 0) is at TDAX_INTERCEPT_FD_BASE
@@ -186,32 +188,43 @@ static int install_filter(void)
 	return (int)fd;
 }
 
-static int send_fd(int sock, int fd)
+int tdax_intercept_probe(void)
 {
-	char byte = 0, buf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec io = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+	pid_t c = fork();
+	if (c < 0)
+		return errno;
+	if (c == 0)
+		_exit(install_filter() >= 0 ? 0 : errno);
+	int st;
+	while (waitpid(c, &st, 0) < 0)
+		if (errno != EINTR)
+			return errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EINVAL;
 }
 
-static int recv_fd(int sock)
+/* The listener of the child's filter, taken from it (pidfd_getfd) once it
+ * says its number over sock; -1 if it said none (it then says why). The
+ * child cannot send the descriptor itself: its sendmsg is trapped, and
+ * nobody serves the filter yet. */
+static int take_listener(pid_t child, int sock)
 {
-	char byte, buf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec io = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof(buf) };
-	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+	int n, mine = -1;
+	if (read(sock, &n, sizeof(n)) != sizeof(n))
 		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd;
-	memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	if (pidfd >= 0)
+		mine = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
+	if (mine < 0)
+		fprintf(stderr, "tdax: cannot take over the system calls of process %d: pidfd_getfd: %s\n",
+			(int)child, strerror(errno));
+	if (pidfd >= 0)
+		close(pidfd);
+	char done = mine >= 0;
+	if (write(sock, &done, 1) != 1 && mine >= 0) {
+		close(mine);
+		mine = -1;
+	}
+	return mine;
 }
 
 /* The child: filter, hand the listener up, become the command. */
@@ -227,9 +240,11 @@ static void become_command(char *const argv[], const char *app_preload, int sock
 			"5.19 or later); run it with --intercept libc\n", argv[0], strerror(errno));
 		_exit(126);
 	}
-	if (send_fd(sock, fd) != 0) {
-		fprintf(stderr, "tdax: cannot hand the system calls of %s to tdax: %s\n", argv[0],
-			strerror(errno));
+	/* Its number up; the listener stays open here until the supervisor
+	 * has its own (a write and a read on a socket are not trapped). */
+	char taken = 0;
+	if (write(sock, &fd, sizeof(fd)) != sizeof(fd) || read(sock, &taken, 1) != 1 || !taken) {
+		fprintf(stderr, "tdax: cannot hand the system calls of %s to tdax\n", argv[0]);
 		_exit(126);
 	}
 	close(fd);
@@ -259,7 +274,7 @@ int tdax_intercept_start(char *const argv[], const char *app_preload)
 		become_command(argv, app_preload, sv[1], &old);
 	}
 	close(sv[1]);
-	int listener = recv_fd(sv[0]);
+	int listener = take_listener(cmd, sv[0]);
 	close(sv[0]);
 	if (listener < 0) { /* the child said why */
 		int st;

@@ -16,6 +16,11 @@
  * low to place it) is unseen, so that file's syncs are made real. */
 #define TDAX_INTERCEPT_FD_BASE 512
 
+/* 0 if this process can trap the system calls of a command it starts
+ * (seccomp user notification, Linux 5.19 or later), else why not (an
+ * errno value). Forks a child to try. */
+int tdax_intercept_probe(void);
+
 /* Start argv with its file system calls trapped, and turn this process
  * into their supervisor: `tdax serve-syscalls` under the LD_PRELOAD of the
  * environment; the command's own LD_PRELOAD becomes app_preload (NULL:

@@ -44,6 +44,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sendfile.h>
@@ -376,6 +377,15 @@ static struct borrowed *take(struct call *c, int i, int fd)
 	return c->held[i];
 }
 
+/* Let go of what take(c, i, ...) held, before the call is done. */
+static void give_back(struct call *c, int i)
+{
+	pthread_mutex_lock(&lock);
+	let_go(c->held[i]);
+	c->held[i] = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
 /* Read len bytes of the caller's memory at addr into buf: 0 or -EFAULT. */
 static long peek(const struct call *c, void *buf, uint64_t addr, size_t len)
 {
@@ -569,6 +579,49 @@ static long open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 	return install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
 }
 
+/* The caller passes its descriptor fd on: the receiver gets it at a low
+ * number, where writes through it are unseen, so the file's syncs become
+ * real. (Any number: a low one's file may have been placed in the sender's
+ * parent.) */
+static void passed_on(struct call *c, int fd)
+{
+	struct borrowed *b = take(c, 0, fd);
+	if (b && b->file)
+		unseen(b->fd);
+	give_back(c, 0);
+}
+
+/* The descriptors a message at msg_at (a struct msghdr of the caller's)
+ * passes (SCM_RIGHTS), passed_on; 0, or -ENOBUFS for a control buffer the
+ * kernel would refuse too (above its optmem_max; the call then fails as it
+ * would have). A message that cannot be read goes to the kernel, which
+ * fails it the same way. */
+static long passed_in(struct call *c, uint64_t msg_at)
+{
+	enum { MAX_CONTROL = 1 << 20 };
+	struct msghdr m;
+	if (peek(c, &m, msg_at, sizeof(m)) != 0 || !m.msg_control || m.msg_controllen < sizeof(struct cmsghdr))
+		return 0;
+	if (m.msg_controllen > MAX_CONTROL)
+		return -ENOBUFS;
+	char *ctl = buffer(m.msg_controllen);
+	if (!ctl || peek(c, ctl, (uint64_t)(uintptr_t)m.msg_control, m.msg_controllen) != 0)
+		return 0;
+	m.msg_control = ctl;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		const unsigned char *at = CMSG_DATA(h), *end = (const unsigned char *)h + h->cmsg_len;
+		if (end > (const unsigned char *)ctl + m.msg_controllen)
+			end = (const unsigned char *)ctl + m.msg_controllen;
+		for (int fd; at + sizeof(fd) <= end; at += sizeof(fd)) {
+			memcpy(&fd, at, sizeof(fd));
+			passed_on(c, fd);
+		}
+	}
+	return 0;
+}
+
 /* Make the call: its result or -errno into *r; false to let the kernel
  * make it instead. */
 static bool make(struct call *c, long *r)
@@ -722,6 +775,29 @@ static bool make(struct call *c, long *r)
 		if ((b = take(c, 0, (int)a[4])) && b->file)
 			unseen(b->fd);
 		return false;
+	case SYS_sendmsg: case SYS_sendmmsg:
+		/* A file sent over a Unix socket (SCM_RIGHTS). Sent by the
+		 * kernel, after this (a thread that rewrites the message
+		 * meanwhile only cheats itself). */
+		for (uint64_t i = 0, n = nr == SYS_sendmsg ? 1 : a[2] < 1024 ? a[2] : 1024; i < n; i++) {
+			uint64_t at = nr == SYS_sendmsg ? a[1] : a[1] + i * sizeof(struct mmsghdr);
+			if ((*r = passed_in(c, at)) != 0)
+				return true;
+		}
+		return false;
+	case SYS_pidfd_getfd: {
+		/* Another process's descriptor, taken to a low number here. */
+		if (!(b = take(c, 0, (int)a[0])))
+			return false;
+		int mine = (int)syscall(SYS_pidfd_getfd, b->fd, (int)a[1], 0);
+		give_back(c, 0);
+		struct stat st;
+		if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
+			unseen(mine);
+		if (mine >= 0)
+			close(mine);
+		return false;
+	}
 	case SYS_io_uring_setup: {
 		/* Asynchronous writes the supervisor cannot follow: the hooks
 		 * make every sync real from now on. */

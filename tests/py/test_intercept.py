@@ -43,10 +43,30 @@ HOLES = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 static char a[256], b[128];
 static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+/* fd sent over a Unix socket to this process itself: a new, low number. */
+static int passed(int fd) {
+	int sv[2], got;
+	char byte = 0, ctl[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec io = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	must(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	must(sendmsg(sv[0], &m, 0) == 1, "sendmsg");
+	memset(ctl, 0, sizeof(ctl));
+	must(recvmsg(sv[1], &m, 0) == 1 && CMSG_FIRSTHDR(&m), "recvmsg");
+	memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
+	return got;
+}
 int main(int argc, char **argv) {
 	memset(a, 'A', sizeof(a));
 	memset(b, 'B', sizeof(b));
@@ -63,6 +83,11 @@ int main(int argc, char **argv) {
 		by = dup(fd);
 	else if (!strcmp(how, "inherited"))      /* the same file, open from before exec */
 		by = atoi(argv[3]);
+	else if (!strcmp(how, "scm-rights"))     /* sent over a Unix socket */
+		by = passed(fd);
+	else if (!strcmp(how, "pidfd-getfd"))    /* taken from a process (itself) */
+		by = (int)syscall(SYS_pidfd_getfd, (int)syscall(SYS_pidfd_open, getpid(), 0), fd, 0);
+	must(by >= 0, how);
 	if (!strcmp(how, "fork")) {              /* the child writes through the placed one */
 		pid_t c = fork();
 		if (c == 0)
@@ -117,25 +142,36 @@ def test_a_static_binary_is_seen_through_the_filter(dev, diskdir, static_prog):
     assert s["logged_writes"] == 300 and s["light_syncs"] >= 299, s
 
 
-def test_a_program_tdax_cannot_see_is_said_at_start(dev, diskdir, static_prog, tmp_path):
-    """The default (--intercept libc) on a static binary, and on a Go
-    program (an ELF file with Go's build-info section: how tdax tells one):
-    one line on stderr, and indeed nothing seen."""
+def test_auto_traps_a_program_that_skips_libc_and_never_is_silent(dev, diskdir, static_prog, tmp_path):
+    """The default (--intercept auto) traps a static binary's and a Go
+    program's calls (an ELF file with Go's build-info section: how tdax
+    tells one); --intercept libc, and bypass mode (which the filter does
+    not serve), say at start that nothing is seen, and indeed nothing is."""
     p = tdax(dev, "--", static_prog, diskdir / "f")
+    assert p.returncode == 0 and "acked 300" in p.stdout and p.stderr == "", p.stderr
+    seen = status(dev)["counters"]["light_syncs"]
+    assert seen >= 299
+    p = tdax(dev, "--intercept", "libc", "--", static_prog, diskdir / "g")
     assert p.returncode == 0 and "is statically linked" in p.stderr and "sees none" in p.stderr
-    assert status(dev)["counters"]["light_syncs"] == 0
+    assert "--intercept libc;" in p.stderr, p.stderr
+    assert status(dev)["counters"]["light_syncs"] == seen  # none of g's
+    p = tdax(dev, "--mode", "bypass", "--", static_prog, diskdir / "h")
+    assert p.returncode == 0 and "sees none" in p.stderr and "coherent mode only" in p.stderr, p.stderr
     fake_go = tmp_path / "go-prog"
     shutil.copy("/bin/true", fake_go)
     run("objcopy", "--add-section", f".go.buildinfo={fake_go}", fake_go, fake_go)
-    p = tdax(dev, "--", fake_go)
+    p = tdax(dev, "--verbose", "--", fake_go)
+    assert p.returncode == 0 and "skips libc: its file calls are trapped" in p.stderr, p.stderr
+    p = tdax(dev, "--intercept", "libc", "--", fake_go)
     assert p.returncode == 0 and "is a Go program" in p.stderr, p.stderr
-    p = tdax(dev, "--quiet", "--", fake_go)
+    p = tdax(dev, "--intercept", "libc", "--quiet", "--", fake_go)
     assert p.stderr == ""
-    # Trapped: nothing to say then.
-    p = tdax(dev, "--intercept", "syscall", "--", fake_go)
-    assert p.returncode == 0 and "Go program" not in p.stderr, p.stderr
-    p = tdax(dev, "--", "/bin/true")  # a libc program: nothing to say either
+    p = tdax(dev, "--", "/bin/true")  # a libc program: nothing to say
     assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = tdax(dev, "--", fake_go, env={"TDAX_INTERCEPT": "libc"})
+    assert "is a Go program" in p.stderr, p.stderr
+    p = tdax(dev, "--", "/bin/true", env={"TDAX_INTERCEPT": "seccomp"})
+    assert p.returncode == 2 and "unknown --intercept (or TDAX_INTERCEPT) 'seccomp'" in p.stderr
     p = tdax(dev, "--mode", "bypass", "--intercept", "syscall", "--", "/bin/true")
     assert p.returncode == 2 and "coherent mode only" in p.stderr
 
@@ -182,11 +218,13 @@ def test_the_oracle_under_the_filter_loses_nothing_acknowledged(dev, voldisk, cu
     assert acked > 100 and logged > 0, (c.stdout, logged)  # syncs were answered from the log
 
 
-@pytest.mark.parametrize("how", ["plain", "dup-down", "inherited", "fork", "nofile"])
+@pytest.mark.parametrize("how", ["plain", "dup-down", "inherited", "fork", "nofile", "scm-rights",
+                                 "pidfd-getfd"])
 def test_writes_the_filter_does_not_see_make_the_sync_real(dev, voldisk, holes_prog, how):
     """Only descriptors the supervisor placed at the base or above are
     trapped. A write through a lower one -- a dup, one inherited across
-    exec, a file that could not be placed (RLIMIT_NOFILE below the base) --
+    exec, one received over a Unix socket (SCM_RIGHTS) or taken with
+    pidfd_getfd, a file that could not be placed (RLIMIT_NOFILE below the base) --
     is unseen, so the file's next sync through the placed one must be real;
     a forked child's write through the placed number is trapped and logged.
     Killed after the acknowledged sync, power cut: both records are there."""
