@@ -13,6 +13,7 @@ pkgs=(build-essential pkg-config libpmem2-dev libisal-dev libinih-dev python3 py
 pkgs+=(libpython3.11-testsuite)  # make test-cpython: CPython's suites, for /usr/bin/python3.11
 pkgs+=(groff-base bash-completion systemd)  # checks of the man page, completion and unit (make install)
 pkgs+=(lintian)  # the check of the Debian package (make deb)
+pkgs+=(liburing-dev)  # tests/py/test_uring.py: writes and syncs through io_uring under tdax
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

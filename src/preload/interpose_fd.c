@@ -459,9 +459,11 @@ EXPORT int io_submit(aio_context_t ctx, long n, struct iocb **iocbs)
 /*
  * io_uring: its submissions name descriptors tdax never sees, so a process
  * that sets a ring up is blind to tdax from then on: every file it has or
- * opens for writing goes to the kernel's sync path. liburing's set-up
- * calls are caught here; a raw io_uring_setup through syscall(2) in
- * interpose_syscall.c.
+ * opens for writing goes to the kernel's sync path (every file it has is
+ * checkpointed first: a sync submitted through the ring is the kernel's,
+ * and no record older than it may be replayed over what it made durable).
+ * liburing's set-up calls are caught here; a raw io_uring_setup through
+ * syscall(2) in interpose_syscall.c.
  */
 void tdax_go_blind(void)
 {
@@ -477,8 +479,20 @@ void tdax_go_blind(void)
 
 struct io_uring;
 struct io_uring_params;
+int io_uring_setup(unsigned entries, struct io_uring_params *p);
 int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags);
 int io_uring_queue_init_params(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+int io_uring_queue_init_mem(unsigned entries, struct io_uring *ring, struct io_uring_params *p, void *buf,
+			    size_t size);
+
+/* liburing makes its system calls itself (not through syscall(2)): each
+ * of its entry points that sets a ring up is hooked. A program cannot call
+ * one without having linked liburing, so the next definition exists. */
+EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
+{
+	tdax_go_blind();
+	return REAL(io_uring_setup)(entries, p);
+}
 
 EXPORT int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
 {
@@ -491,6 +505,14 @@ EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
 {
 	tdax_go_blind();
 	return REAL(io_uring_queue_init_params)(entries, ring, p);
+}
+
+/* liburing 2.5 and later. */
+EXPORT int io_uring_queue_init_mem(unsigned entries, struct io_uring *ring, struct io_uring_params *p,
+				   void *buf, size_t size)
+{
+	tdax_go_blind();
+	return REAL(io_uring_queue_init_mem)(entries, ring, p, buf, size);
 }
 
 /*
