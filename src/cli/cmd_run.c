@@ -20,7 +20,7 @@
 #include "cli/intercept.h"
 #include "cli/out.h"
 #include "cli/paths.h"
-#include "cli/program.h"
+#include "core/program.h"
 #include "cli/supervise.h"
 #include "core/control.h"
 #include "core/device.h"
@@ -60,7 +60,8 @@ static const char run_help[] =
 	"                  through the hooks; tens of microseconds per trapped call;\n"
 	"                  coherent mode only) or auto (default, TDAX_INTERCEPT: syscall\n"
 	"                  for a Go or statically linked CMD in coherent mode where the\n"
-	"                  kernel can trap, libc otherwise)\n"
+	"                  kernel can trap, libc otherwise; such a program that CMD\n"
+	"                  starts goes through tdax run the same way)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --verbose       also warn (once per reason) of the routine fallbacks: a change of\n"
 	"                  names, a range not upgraded, a stdio stream on a file\n"
@@ -157,7 +158,7 @@ static void warn_unseen(const char *path, enum tdax_program_kind kind, const cha
 static bool trap_calls(const char *intercept, enum tdax_program_kind kind, bool bypass, char *why_not,
 		       size_t len)
 {
-	bool unseen = kind == TDAX_PROGRAM_GO || kind == TDAX_PROGRAM_STATIC;
+	bool unseen = tdax_program_skips_libc(kind);
 	if (!strcmp(intercept, "syscall") || !unseen)
 		return !strcmp(intercept, "syscall");
 	if (!strcmp(intercept, "libc")) {
@@ -177,17 +178,21 @@ static bool trap_calls(const char *intercept, enum tdax_program_kind kind, bool 
 }
 
 /* The environment that preloads libtdax.so on the region at path. */
-static int start_with_tdax(const char *path, const char *libabs, const char *policy, const char *talk,
-			   const char *trace, struct tdax_err *e)
+static int start_with_tdax(const char *path, const char *libabs, const char *app_preload, const char *policy,
+			   const char *talk, const char *trace, const char *intercept, struct tdax_err *e)
 {
 	char abs[PATH_MAX];
 	if (!realpath(path, abs))
 		return tdax_errf(e, "%s: cannot resolve the device path: %s", path, strerror(errno));
-	const char *pre = secure_getenv("LD_PRELOAD");
-	char preload[2 * PATH_MAX];
-	snprintf(preload, sizeof(preload), "%s%s%s", libabs, pre && *pre ? " " : "", pre ? pre : "");
+	char preload[3 * PATH_MAX], self[PATH_MAX];
+	snprintf(preload, sizeof(preload), "%s%s%s", libabs, *app_preload ? " " : "", app_preload);
 	setenv("LD_PRELOAD", preload, 1);
 	setenv("TDAX_DEVICE", abs, 1);
+	/* For libtdax.so's exec hooks: how to start a program that skips
+	 * libc (launch.c) */
+	if (realpath("/proc/self/exe", self))
+		setenv("TDAX_BIN", self, 1);
+	setenv("TDAX_INTERCEPT", intercept, 1);
 	if (policy)
 		setenv("TDAX_POLICY", policy, 1);
 	if (talk)
@@ -259,12 +264,16 @@ int cmd_run(int argc, char **argv)
 			"TDAX_LIB\n", lib);
 		return EXIT_FAIL;
 	}
-	char app_preload[2 * PATH_MAX] = "";
-	if (secure_getenv("LD_PRELOAD"))
-		snprintf(app_preload, sizeof(app_preload), "%s", secure_getenv("LD_PRELOAD"));
+	/* The command's own preloads: a tdax run started by libtdax.so's exec
+	 * hook (launch.c) or inside another finds libtdax.so among them. */
+	char app_preload[2 * PATH_MAX];
+	if (!tdax_preload_without_tdax(secure_getenv("LD_PRELOAD"), app_preload, sizeof(app_preload))) {
+		fprintf(stderr, "tdax: LD_PRELOAD is longer than %zu bytes\n", sizeof(app_preload) - 1);
+		return EXIT_FAIL;
+	}
 	bool bypass = getenv("TDAX_MODE") && !strcmp(getenv("TDAX_MODE"), "bypass");
 	char prog[PATH_MAX];
-	enum tdax_program_kind kind = tdax_program_kind(argv[optind], prog, sizeof(prog));
+	enum tdax_program_kind kind = tdax_program_kind(argv[optind], true, prog, sizeof(prog));
 	if (!strcmp(intercept, "syscall") && bypass)
 		return usage_error("run", "%s", "--intercept syscall works in coherent mode only");
 	char why_not[256] = "";
@@ -276,7 +285,7 @@ int cmd_run(int argc, char **argv)
 		fputs("; starting ", stderr);
 		text_str(stderr, argv[optind], PATH_MAX);
 		fputs(" without tdax (every sync goes to the kernel)\n", stderr);
-	} else if (start_with_tdax(path, libabs, policy, talk, trace, &e) != 0) {
+	} else if (start_with_tdax(path, libabs, app_preload, policy, talk, trace, intercept, &e) != 0) {
 		return fail(&e);
 	} else if (trap) {
 		if (strcmp(intercept, "syscall") && talk && !strcmp(talk, "TDAX_VERBOSE")) {

@@ -7,7 +7,8 @@
  * leases.
  *
  * glibc's execl, execlp, execle, system and popen call its internal execve
- * and clone, which no hook sees: each is hooked for itself.
+ * and clone, which no hook sees: each is hooked for itself. A program that
+ * skips libc is started through tdax run (launch.h).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,6 +24,7 @@
 #include "preload/promoted.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/launch.h"
 #include "preload/lease.h"
 #include "preload/state.h"
 
@@ -53,24 +55,28 @@ static void before_exec(void)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
+	tdax_launch(path, false, argv, envp);
 	return TDAX_REAL(execve)(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
+	tdax_launch(path, false, argv, environ);
 	return TDAX_REAL(execve)(path, argv, environ);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
+	tdax_launch(file, true, argv, environ);
 	return TDAX_REAL(execvpe)(file, argv, environ);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
+	tdax_launch(file, true, argv, envp);
 	return TDAX_REAL(execvpe)(file, argv, envp);
 }
 

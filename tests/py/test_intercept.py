@@ -176,6 +176,36 @@ def test_auto_traps_a_program_that_skips_libc_and_never_is_silent(dev, diskdir, 
     assert p.returncode == 2 and "coherent mode only" in p.stderr
 
 
+def test_a_program_that_skips_libc_started_by_a_managed_one_is_trapped(dev, diskdir, static_prog):
+    """A static program started by a libc program under tdax (a shell, a
+    script, Python's subprocess): libtdax.so's exec hook starts it through
+    tdax run, so its calls are trapped as if tdax run had started it; where
+    that is not wanted (--intercept libc, bypass mode) or possible (no tdax
+    run: LD_PRELOAD by hand), one line says it is unseen."""
+    def light():
+        return status(dev)["counters"]["light_syncs"]
+
+    p = tdax(dev, "--", "sh", "-c", '"$0" "$1"; echo "rc=$?"', static_prog, diskdir / "f")
+    assert "acked 300" in p.stdout and "rc=0" in p.stdout and p.stderr == "", (p.stdout, p.stderr)
+    seen = light()
+    assert seen >= 299
+    code = "import subprocess, sys; print(subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout)"
+    p = tdax(dev, "--", "/usr/bin/python3", "-c", code, static_prog, diskdir / "g")
+    assert "acked 300" in p.stdout and p.stderr == "", (p.stdout, p.stderr)
+    assert light() >= seen + 299
+    seen = light()
+    for opts, why in [(["--intercept", "libc"], "(--intercept libc)"),
+                      (["--mode", "bypass"], "coherent mode only")]:
+        p = tdax(dev, *opts, "--", "sh", "-c", '"$0" "$1"', static_prog, diskdir / "h")
+        assert "acked 300" in p.stdout, p.stderr
+        assert "is statically linked, so libtdax.so sees none" in p.stderr and why in p.stderr, p.stderr
+    by_hand = {**os.environ, **TDAX_ENV, "TDAX_QUIET": "0", "TDAX_DEVICE": dev,
+               "LD_PRELOAD": str(BUILD / "lib" / "libtdax.so")}
+    p = run("sh", "-c", '"$0" "$1"', static_prog, diskdir / "i", env=by_hand)
+    assert "not preloaded by tdax run" in p.stderr, p.stderr
+    assert light() == seen
+
+
 def test_the_command_keeps_its_exit_status_its_signals_and_its_children(dev, diskdir):
     p = tdax(dev, "--intercept", "syscall", "--", "sh", "-c",
              "echo made > $0; mv $0 $0.moved; cat $0.moved; exit 7", diskdir / "f")

@@ -1,0 +1,40 @@
+/*
+ * program -- what kind of program a command is, as far as tdax's preload
+ * library is concerned: one whose file calls go through a shared libc
+ * (libtdax.so sees them) or one that makes its system calls itself (a Go
+ * program, a statically linked one: libtdax.so sees none of them). Used by
+ * tdax run for its command and by libtdax.so's exec hooks for every program
+ * a managed process starts.
+ */
+#ifndef TDAX_CORE_PROGRAM_H
+#define TDAX_CORE_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum tdax_program_kind {
+	TDAX_PROGRAM_LIBC,    /* dynamically linked, not Go: the hooks see its calls */
+	TDAX_PROGRAM_GO,      /* a Go program: its runtime calls the kernel itself */
+	TDAX_PROGRAM_STATIC,  /* statically linked: nothing can be preloaded into it */
+	TDAX_PROGRAM_UNKNOWN, /* not found, not readable, not a 64-bit ELF file */
+};
+
+/* The kind of the program exec would run for cmd: looked up in PATH when
+ * search is set (execvp) and cmd has no '/', and a script ("#!") judged by
+ * its interpreter. The file judged goes into path (len bytes).
+ * Async-signal-safe (no allocation, no stdio): the exec hooks call it in a
+ * child between fork and exec. */
+enum tdax_program_kind tdax_program_kind(const char *cmd, bool search, char *path, size_t len);
+
+/* An LD_PRELOAD list (words separated by spaces or colons) without
+ * libtdax.so, into out: what a program tdax does not preload into keeps
+ * of it; false if it does not fit (out is then empty). Async-signal-safe. */
+bool tdax_preload_without_tdax(const char *list, char *out, size_t len);
+
+/* Whether a program of this kind makes its file calls without libc. */
+static inline bool tdax_program_skips_libc(enum tdax_program_kind kind)
+{
+	return kind == TDAX_PROGRAM_GO || kind == TDAX_PROGRAM_STATIC;
+}
+
+#endif
