@@ -52,31 +52,38 @@ static void before_exec(void)
 
 /* ---- exec ------------------------------------------------------------ */
 
+/* tdax run, started for a program that skips libc (launch.h). */
+static int exec_(const char *path, char *const argv[], char *const envp[], void *ctx)
+{
+	(void)ctx;
+	return TDAX_REAL(execve)(path, argv, envp);
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	tdax_launch(path, false, argv, envp);
+	tdax_launch(path, false, argv, envp, exec_, NULL);
 	return TDAX_REAL(execve)(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	tdax_launch(path, false, argv, environ);
+	tdax_launch(path, false, argv, environ, exec_, NULL);
 	return TDAX_REAL(execve)(path, argv, environ);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	tdax_launch(file, true, argv, environ);
+	tdax_launch(file, true, argv, environ, exec_, NULL);
 	return TDAX_REAL(execvpe)(file, argv, environ);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	tdax_launch(file, true, argv, envp);
+	tdax_launch(file, true, argv, envp, exec_, NULL);
 	return TDAX_REAL(execvpe)(file, argv, envp);
 }
 
@@ -155,10 +162,25 @@ EXPORT pid_t fork(void)
 
 /* ---- spawn ----------------------------------------------------------- */
 
+struct spawn {
+	pid_t *pid;
+	const posix_spawn_file_actions_t *fa;
+	const posix_spawnattr_t *attr;
+};
+
+/* tdax run, spawned for a program that skips libc (launch.h). */
+static int spawn_(const char *path, char *const argv[], char *const envp[], void *ctx)
+{
+	const struct spawn *s = ctx;
+	return REAL(posix_spawn)(s->pid, path, s->fa, s->attr, argv, envp);
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	handing_on(true);
+	if (tdax_launch(path, false, argv, envp, spawn_, &(struct spawn){ pid, fa, attr }))
+		return 0;
 	return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 
@@ -166,6 +188,8 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	handing_on(true);
+	if (tdax_launch(file, true, argv, envp, spawn_, &(struct spawn){ pid, fa, attr }))
+		return 0;
 	return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
 }
 

@@ -1,7 +1,8 @@
 /*
  * launch -- a managed process starting a program that skips libc (a Go
  * program, a static binary: core/program.h). libtdax.so would see none of
- * its file calls, so the exec hooks start it through tdax run instead
+ * its file calls, so the exec and posix_spawn hooks start it through tdax
+ * run instead
  * (TDAX_BIN, which tdax run sets), as a command of its own under
  * --intercept auto: its calls are trapped by a seccomp filter where the
  * kernel can, and tdax run says at start when they cannot be. `sh -c
@@ -63,11 +64,11 @@ static void env_for_tdax(char *const envp[], char **out, char *preload, size_t l
 	out[n] = NULL;
 }
 
-/* exec tdax run --intercept auto -- path argv[1..]: returns only if it
- * failed. Apart, so that the exec of an ordinary program does not carry
- * its frame (a thread's stack may be small). */
-static __attribute__((noinline)) void relaunch(const char *bin, const char *path, char *const argv[], int argc,
-					       char *const envp[])
+/* start tdax run --intercept auto -- path argv[1..]: start's result.
+ * Apart, so that the start of an ordinary program does not carry its
+ * frame (a thread's stack may be small). */
+static __attribute__((noinline)) int relaunch(const char *bin, const char *path, char *const argv[], int argc,
+					      char *const envp[], tdax_start_fn start, void *ctx)
 {
 	char *nargv[MAX_ARGS + 6], *nenvp[MAX_ARGS + 1], preload[3 * PATH_MAX];
 	const char *head[] = { "tdax", "run", "--intercept", "auto", "--", path };
@@ -78,15 +79,16 @@ static __attribute__((noinline)) void relaunch(const char *bin, const char *path
 		nargv[n++] = argv[i];
 	nargv[n] = NULL;
 	env_for_tdax(envp, nenvp, preload, sizeof(preload));
-	TDAX_REAL(execve)(bin, nargv, nenvp);
+	return start(bin, nargv, nenvp, ctx);
 }
 
-void tdax_launch(const char *file, bool search, char *const argv[], char *const envp[])
+bool tdax_launch(const char *file, bool search, char *const argv[], char *const envp[], tdax_start_fn start,
+		 void *ctx)
 {
 	char path[PATH_MAX];
 	enum tdax_program_kind kind = tdax_program_kind(file, search, path, sizeof(path));
 	if (!tdax_program_skips_libc(kind))
-		return;
+		return false;
 	const char *bin = getenv("TDAX_BIN"), *intercept = getenv("TDAX_INTERCEPT"), *mode = getenv("TDAX_MODE");
 	int argc = 0, envc = 0;
 	while (argv && argv[argc] && argc <= MAX_ARGS)
@@ -103,8 +105,9 @@ void tdax_launch(const char *file, bool search, char *const argv[], char *const 
 	else if (argc > MAX_ARGS || envc > MAX_ARGS)
 		why = "its command line is too long to start it through tdax run";
 	if (!why) {
-		relaunch(bin, path, argv, argc, envp);
-		why = "tdax run (TDAX_BIN) could not be executed";
+		if (relaunch(bin, path, argv, argc, envp, start, ctx) == 0)
+			return true;
+		why = "tdax run (TDAX_BIN) could not be started";
 	}
 	if (!tdax_env_on("TDAX_QUIET"))
 		say((const char *const[]){ "tdax: ", path,
@@ -112,4 +115,5 @@ void tdax_launch(const char *file, bool search, char *const argv[], char *const 
 					   ", so libtdax.so sees none of its writes and syncs: they go to the "
 					   "kernel as without tdax (",
 					   why, ")", NULL });
+	return false;
 }

@@ -7,10 +7,14 @@
 
 #include <stdbool.h>
 
-/* About to exec file (looked up in PATH if search) with argv and envp: if
- * it is a program that skips libc, exec tdax run for it instead; returns
- * if that is not to be (saying so on stderr) or failed, and the caller
- * execs file itself. Async-signal-safe. */
-void tdax_launch(const char *file, bool search, char *const argv[], char *const envp[]);
+/* Starts a program: 0, or an error (exec: it returns only on failure). */
+typedef int (*tdax_start_fn)(const char *path, char *const argv[], char *const envp[], void *ctx);
+
+/* About to start file (looked up in PATH if search) with argv and envp: if
+ * it is a program that skips libc, start tdax run for it instead, with
+ * start (true if that returned 0). false if that is not to be (saying so
+ * on stderr) or failed: the caller starts file itself. Async-signal-safe. */
+bool tdax_launch(const char *file, bool search, char *const argv[], char *const envp[], tdax_start_fn start,
+		 void *ctx);
 
 #endif

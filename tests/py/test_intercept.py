@@ -178,7 +178,7 @@ def test_auto_traps_a_program_that_skips_libc_and_never_is_silent(dev, diskdir, 
 
 def test_a_program_that_skips_libc_started_by_a_managed_one_is_trapped(dev, diskdir, static_prog):
     """A static program started by a libc program under tdax (a shell, a
-    script, Python's subprocess): libtdax.so's exec hook starts it through
+    script, Python's subprocess, posix_spawnp): libtdax.so's hook starts it through
     tdax run, so its calls are trapped as if tdax run had started it; where
     that is not wanted (--intercept libc, bypass mode) or possible (no tdax
     run: LD_PRELOAD by hand), one line says it is unseen."""
@@ -192,6 +192,13 @@ def test_a_program_that_skips_libc_started_by_a_managed_one_is_trapped(dev, disk
     code = "import subprocess, sys; print(subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout)"
     p = tdax(dev, "--", "/usr/bin/python3", "-c", code, static_prog, diskdir / "g")
     assert "acked 300" in p.stdout and p.stderr == "", (p.stdout, p.stderr)
+    assert light() >= seen + 299
+    seen = light()
+    code = "import os, sys; pid = os.posix_spawnp(os.path.basename(sys.argv[1]), sys.argv[1:], os.environ); " \
+           "print(os.waitpid(pid, 0)[1])"
+    p = tdax(dev, "--", "/usr/bin/python3", "-c", code, static_prog, diskdir / "g2",
+             env={"PATH": f"{static_prog.parent}:{os.environ['PATH']}"})
+    assert "acked 300" in p.stdout and p.stdout.endswith("\n0\n") and p.stderr == "", (p.stdout, p.stderr)
     assert light() >= seen + 299
     seen = light()
     for opts, why in [(["--intercept", "libc"], "(--intercept libc)"),
