@@ -27,6 +27,23 @@ TEST(crc32c_known_vector)
 	CHECK(tdax_crc32c(tdax_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u);
 }
 
+/* Short buffers take the crc32 instruction, long ones ISA-L: one value. */
+TEST(crc32c_short_and_long_paths_agree)
+{
+	static unsigned char buf[4096];
+	uint32_t x = 2463534242u;
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		buf[i] = (unsigned char)x;
+	}
+	for (uint32_t seed = 0; seed < 3; seed++) {
+		uint32_t whole = tdax_crc32c(seed * 0x9E3779B9u, buf, sizeof(buf)), pieces = seed * 0x9E3779B9u;
+		for (size_t at = 0, n = 1; at < sizeof(buf); at += n, n = n % 131 + 1)
+			pieces = tdax_crc32c(pieces, buf + at, at + n <= sizeof(buf) ? n : sizeof(buf) - at);
+		CHECK(whole == pieces);
+	}
+}
+
 TEST(create_then_open_reports_geometry_and_state)
 {
 	struct tdax_device *dev = tdax_test_new_device(16 << 20, 1 << 20);
