@@ -2,17 +2,17 @@
  * launch -- a managed process starting a program that skips libc (a Go
  * program, a static binary: core/program.h). libtdax.so would see none of
  * its file calls, so the exec and posix_spawn hooks start it through tdax
- * run instead
- * (TDAX_BIN, which tdax run sets), as a command of its own under
- * --intercept auto: its calls are trapped by a seccomp filter where the
- * kernel can, and tdax run says at start when they cannot be. `sh -c
+ * run instead (TDAX_BIN, which tdax run sets), as a command of its own
+ * under --intercept auto: its calls are trapped by a seccomp filter where
+ * the kernel can, and tdax run says at start when they cannot be. `sh -c
  * etcd`, a wrapper script, a service manager's helper: the program is
  * seen as if tdax run had started it.
  *
  * Where tdax run is not to be used -- TDAX_INTERCEPT=libc, bypass mode,
  * libtdax.so preloaded by hand (no TDAX_BIN) -- one line on stderr says
- * the program is unseen (not under TDAX_QUIET). It runs between fork and
- * exec: system calls and the stack only.
+ * the program is unseen (not under TDAX_QUIET). A program that links
+ * libtdax.so itself (include/tdax.h) and runs outside tdax is left alone.
+ * It runs between fork and exec: system calls and the stack only.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -85,11 +85,14 @@ static __attribute__((noinline)) int relaunch(const char *bin, const char *path,
 bool tdax_launch(const char *file, bool search, char *const argv[], char *const envp[], tdax_start_fn start,
 		 void *ctx)
 {
+	const char *bin = getenv("TDAX_BIN"), *intercept = getenv("TDAX_INTERCEPT"), *mode = getenv("TDAX_MODE");
+	const char *preload = getenv("LD_PRELOAD");
+	if ((!bin || !*bin) && (!preload || !strstr(preload, "libtdax.so")))
+		return false; /* a program that links libtdax.so itself, outside tdax */
 	char path[PATH_MAX];
 	enum tdax_program_kind kind = tdax_program_kind(file, search, path, sizeof(path));
 	if (!tdax_program_skips_libc(kind))
 		return false;
-	const char *bin = getenv("TDAX_BIN"), *intercept = getenv("TDAX_INTERCEPT"), *mode = getenv("TDAX_MODE");
 	int argc = 0, envc = 0;
 	while (argv && argv[argc] && argc <= MAX_ARGS)
 		argc++;
