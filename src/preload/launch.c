@@ -51,7 +51,7 @@ static void say(const char *const words[])
 static void env_for_tdax(char *const envp[], char **out, char *preload, size_t len)
 {
 	int n = 0;
-	for (int i = 0; envp[i]; i++) {
+	for (int i = 0; envp && envp[i]; i++) { /* (Linux takes a NULL envp as none) */
 		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
 			memcpy(preload, "LD_PRELOAD=", 11);
 			if (!tdax_preload_without_tdax(envp[i] + 11, preload + 11, len - 11) || !preload[11])
