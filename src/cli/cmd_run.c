@@ -158,9 +158,10 @@ static void warn_unseen(const char *path, enum tdax_program_kind kind, const cha
 static bool trap_calls(const char *intercept, enum tdax_program_kind kind, bool bypass, char *why_not,
 		       size_t len)
 {
-	bool unseen = tdax_program_skips_libc(kind);
-	if (!strcmp(intercept, "syscall") || !unseen)
-		return !strcmp(intercept, "syscall");
+	if (!strcmp(intercept, "syscall"))
+		return true;
+	if (!tdax_program_skips_libc(kind))
+		return false; /* libtdax.so sees it */
 	if (!strcmp(intercept, "libc")) {
 		snprintf(why_not, len, "--intercept libc; --intercept syscall or auto lets tdax see them");
 		return false;
@@ -224,8 +225,9 @@ int cmd_run(int argc, char **argv)
 		{ "intercept", required_argument, 0, 'i' }, { 0, 0, 0, 0 },
 	};
 	const char *device = NULL, *policy = NULL, *trace = NULL;
-	const char *intercept = getenv("TDAX_INTERCEPT") && *getenv("TDAX_INTERCEPT") ? getenv("TDAX_INTERCEPT")
-										      : "auto";
+	const char *intercept = getenv("TDAX_INTERCEPT");
+	if (!intercept || !*intercept)
+		intercept = "auto";
 	const char *talk = NULL; /* TDAX_QUIET or TDAX_VERBOSE */
 	int c;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {

@@ -6,6 +6,7 @@ is the product build, for the tests that check what ships (test_product.py)."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,18 @@ def voldisk(tmp_path):
     disk = crashtest.Disk(tmp_path, "lose-all", 1)
     yield disk
     disk.detach()
+
+
+def killed_and_cut(p, dev, voldisk):
+    """SIGKILL the process group of p (started with start_new_session), cut
+    the power of voldisk and boot it again, then recover the device as
+    after a power failure."""
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    voldisk.cut()
+    voldisk.reboot()
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def waited(p, timeout):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, TDAX, TDAX_ENV, info, run
+from conftest import BUILD, TDAX, TDAX_ENV, info, killed_and_cut, run
 
 ORACLE = BUILD / "tests" / "tdax-oracle"
 
@@ -278,12 +278,7 @@ def test_writes_the_filter_does_not_see_make_the_sync_real(dev, voldisk, holes_p
     assert line.startswith("acked fd"), line
     placed = int(line.split()[2])
     assert (placed >= 512) == (how != "nofile"), line
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
-    voldisk.cut()
-    voldisk.reboot()
-    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
+    killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == b"A" * 128 + b"B" * 128, how
 
 

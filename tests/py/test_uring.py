@@ -6,12 +6,11 @@ light syncs, sets a ring up, writes over them through the ring, syncs (by
 libc or by the ring), is killed and loses its disk's cache: the ring's
 write is there, and no older record is replayed over it."""
 import os
-import signal
 import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, run
+from conftest import TDAX, TDAX_ENV, killed_and_cut, run
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) through a ring, then a sync.
@@ -96,10 +95,5 @@ def test_a_ring_makes_the_process_blind_and_nothing_acknowledged_is_lost(dev, vo
     line = p.stdout.readline()
     assert line == "acked\n", line
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
-    voldisk.cut()
-    voldisk.reboot()
-    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
+    killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"
