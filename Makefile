@@ -36,7 +36,7 @@ CTESTS  := $(patsubst tests/c/%.c,%,$(filter-out tests/c/harness.c,$(wildcard te
 HDRS    := $(wildcard src/*/*.h) include/tdax.h tests/c/harness.h
 
 .SECONDARY:
-.PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-runtime bench-intercept bench-policy bench-dual-path sim-doc clean
+.PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-pages bench-runtime bench-intercept bench-policy bench-dual-path sim-doc clean
 all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-daxlog $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
 
 # The version (VERSION) and build (the commit) `tdax --version` prints.
@@ -290,6 +290,13 @@ bench-log: all
 bench-runtime: deps
 	@$(MAKE) --no-print-directory all
 	$(B)/venv/bin/python bench/runtime_bench.py
+
+# Device memory on 4 KiB pages (tmpfs) against 2 MiB pages (hugetlbfs), side
+# by side: bypass and coherent append loops, random reads (root: it reserves
+# huge pages for the run).
+bench-pages: deps
+	@$(MAKE) --no-print-directory all
+	$(B)/venv/bin/python bench/page_size.py
 
 # The size-aware dual path (TDAX_BIG_WRITE): appends of each size logged
 # against the block path, side by side (docs/performance.md).

@@ -6,9 +6,12 @@
  *
  * With --light-under NS it also reports when the syncs became lightweight
  * (the first sync faster than NS, and the fraction of such syncs): the
- * reactivity of the policy to a new stream.
+ * reactivity of the policy to a new stream. With --reads N it then reads
+ * SIZE bytes N times at random SIZE-aligned offsets of what it wrote, and
+ * reports the reads per second (bypass mode serves them from the device).
  *
  * usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite] [--light-under NS]
+ *                             [--reads N]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -38,12 +41,13 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "size", required_argument, 0, 's' }, { "count", required_argument, 0, 'n' },
 		{ "nosync", no_argument, 0, 'x' }, { "pwrite", no_argument, 0, 'p' },
-		{ "light-under", required_argument, 0, 'l' }, { "help", no_argument, 0, 'h' },
+		{ "light-under", required_argument, 0, 'l' }, { "reads", required_argument, 0, 'r' },
+		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	uint64_t light_under = 0;
 	size_t size = 128;
-	long count = 20000;
+	long count = 20000, reads = 0;
 	int nosync = 0, use_pwrite = 0, c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -52,9 +56,10 @@ int main(int argc, char **argv)
 		case 'x': nosync = 1; break;
 		case 'p': use_pwrite = 1; break;
 		case 'l': light_under = strtoull(optarg, NULL, 10); break;
+		case 'r': reads = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: tdax-appendloop FILE [--size N] [--count N] [--nosync] [--pwrite] "
-				"[--light-under NS]\n");
+				"[--light-under NS] [--reads N]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -63,7 +68,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *path = argv[optind];
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | (use_pwrite ? 0 : O_APPEND), 0644);
+	int fd = open(path, (reads ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | (use_pwrite ? 0 : O_APPEND), 0644);
 	if (fd < 0) {
 		perror(path);
 		return 1;
@@ -97,14 +102,24 @@ int main(int argc, char **argv)
 		}
 	}
 	double secs = (double)(now_ns() - t0) / 1e9;
+	uint64_t x = 88172645463325252ull, r0 = now_ns();
+	for (long i = 0; i < reads; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		if (pread(fd, buf, size, (off_t)(x % (uint64_t)count * size)) != (ssize_t)size) {
+			perror("pread");
+			return 1;
+		}
+	}
+	double read_secs = (double)(now_ns() - r0) / 1e9;
 	qsort(lat, (size_t)count, sizeof(*lat), cmp);
 	qsort(slat, (size_t)count, sizeof(*slat), cmp);
 	printf("{\"ops_per_s\": %.1f, \"median_ns\": %llu, \"p99_ns\": %llu, \"sync_median_ns\": %llu, "
 	       "\"count\": %ld, \"size\": %zu, \"first_light_sync\": %ld, \"first_light_ns\": %llu, "
-	       "\"light_fraction\": %.4f}\n", (double)count / secs, (unsigned long long)lat[count / 2],
+	       "\"light_fraction\": %.4f, \"reads_per_s\": %.1f}\n", (double)count / secs, (unsigned long long)lat[count / 2],
 	       (unsigned long long)lat[(size_t)((double)count * 0.99)],
 	       (unsigned long long)slat[count / 2], count, size, first_light,
-	       (unsigned long long)first_light_ns, (double)lights / (double)count);
+	       (unsigned long long)first_light_ns, (double)lights / (double)count,
+	       reads ? (double)reads / read_secs : 0.0);
 	close(fd);
 	return 0;
 }

@@ -141,6 +141,25 @@ static void reactivity(const _Atomic uint64_t *c)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DOWNGRADES_TIMED]));
 }
 
+/* How device memory is mapped (tdax_device_pages), and what mapping it in
+ * has cost the processes that used it: faults per byte show the pages they
+ * really got. */
+static void mapping(const struct tdax_device *dev, const _Atomic uint64_t *c)
+{
+	struct tdax_pages pg;
+	tdax_device_pages(dev, &pg);
+	uint64_t faults = atomic_load(&c[TDAX_ST_MAP_FAULTS]), bytes = atomic_load(&c[TDAX_ST_MAP_BYTES]);
+	if (pg.size)
+		printf("mapping: %llu KiB pages (%s); ", (unsigned long long)(pg.size / 1024), pg.how);
+	else
+		printf("mapping: %s; ", pg.how);
+	printf("%llu page faults mapped %.1f MiB in ahead of use", (unsigned long long)faults,
+	       (double)bytes / 1048576.0);
+	if (faults)
+		printf(" (one per %.0f KiB)", (double)bytes / (double)faults / 1024.0);
+	printf("\n");
+}
+
 static void status_text(const struct tdax_device *dev, bool verbose)
 {
 	const _Atomic uint64_t *c = tdax_stats(dev);
@@ -154,6 +173,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	printf(" (%s): log %.1f of %.1f MiB used (%.1f%%)\n",
 	       tdax_backend_name(dev->backend), (double)u.used / 1048576.0,
 	       (double)u.capacity / 1048576.0, u.capacity ? 100.0 * (double)u.used / (double)u.capacity : 0.0);
+	mapping(dev, c);
 	printf("syncs: %llu lightweight, %llu real (%.1f%% lightweight)\n", (unsigned long long)light,
 	       (unsigned long long)real, light + real ? 100.0 * (double)light / (double)(light + real) : 0.0);
 	printf("writes: %llu logged (%.1f MiB), %llu to the kernel only; %llu checkpoints, %llu sync "
@@ -234,8 +254,12 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 	tdax_control_get(dev, &t);
 	printf("{\"device\": ");
 	json_str(stdout, dev->path);
-	printf(", \"log_capacity\": %llu, \"log_used\": %llu, \"counters\": ",
-	       (unsigned long long)u.capacity, (unsigned long long)u.used);
+	struct tdax_pages pg;
+	tdax_device_pages(dev, &pg);
+	printf(", \"log_capacity\": %llu, \"log_used\": %llu, \"page_size\": %llu, \"pages\": ",
+	       (unsigned long long)u.capacity, (unsigned long long)u.used, (unsigned long long)pg.size);
+	json_str(stdout, pg.how);
+	printf(", \"counters\": ");
 	json_counters(dev);
 	printf(", \"tunables\": {");
 	for (int i = 0; i < 6; i++)
@@ -273,8 +297,9 @@ static const char status_help[] =
 	"Device use; per file its path, upgraded/tracked ranges (with -v each range's\n"
 	"writebacks, writes, metric M and state) and, if promoted (--mode bypass), by which\n"
 	"process; lightweight vs real syncs, fallbacks by reason, bytes logged,\n"
-	"checkpoints, upgrades and downgrades, promotions and demotions, and how soon the\n"
-	"policy upgrades a sync stream and downgrades it once it stops (on average).\n";
+	"checkpoints, upgrades and downgrades, promotions and demotions, how soon the\n"
+	"policy upgrades a sync stream and downgrades it once it stops (on average), and the\n"
+	"pages device memory is mapped with and the page faults mapping it in cost.\n";
 
 /* A command that shows the device its arguments name: open, show, close. */
 static int show_device(const char *cmd, const char *help, const char *allowed, int argc, char **argv,
@@ -372,6 +397,17 @@ void tdax_metrics_write(FILE *out, const struct tdax_device *dev)
 		prom_family(out, name, "counter", help);
 		prom_sample(out, dev, name, NULL, NULL, atomic_load(&c[i]));
 	}
+	for (int i = TDAX_ST_MAP_FAULTS; i < TDAX_ST_COUNT; i++) {
+		snprintf(name, sizeof(name), "tdax_%s_total", tdax_stat_name((enum tdax_stat)i));
+		prom_family(out, name, "counter", i == TDAX_ST_MAP_FAULTS
+			    ? "Page faults taken mapping device memory in ahead of use."
+			    : "Bytes of device memory mapped in ahead of use.");
+		prom_sample(out, dev, name, NULL, NULL, atomic_load(&c[i]));
+	}
+	struct tdax_pages pg;
+	tdax_device_pages(dev, &pg);
+	prom_gauge(out, dev, "tdax_device_page_size_bytes",
+		   "Size of the pages device memory is mapped with (0: the file system decides).", pg.size);
 	prom_family(out, "tdax_fallbacks_total", "counter",
 		    "Writes not logged or syncs sent to the kernel, by reason (docs/cli.md).");
 	for (int i = 1; i < TDAX_FB_COUNT; i++)

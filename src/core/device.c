@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -198,6 +199,8 @@ static int map_pmem2(struct tdax_device *dev, struct tdax_err *err)
 	return 0;
 }
 
+static void populate(void *p, size_t n);
+
 /* Map the whole of dev->fd, then close it. */
 static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 {
@@ -220,18 +223,30 @@ static int map_region(struct tdax_device *dev, int flags, struct tdax_err *err)
 	dev->fd = -1;
 	madvise(dev->base, dev->size, MADV_HUGEPAGE);
 	if (!(flags & TDAX_OPEN_NO_PREFAULT))
-		tdax_device_prefault(dev, dev->base, dev->size);
+		populate(dev->base, dev->size);
 	return 0;
 }
 
-void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n)
+/* Map every page of [p, p+n) in for writing now. */
+static void populate(void *p, size_t n)
 {
-	(void)dev;
 	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
 	n += (uintptr_t)p - a;
 	if (madvise((void *)a, n, MADV_POPULATE_WRITE) != 0)
 		for (size_t o = 0; o < n; o += 4096)
 			(void)*(volatile char *)(a + o);
+}
+
+uint64_t tdax_thread_faults(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt : 0;
+}
+
+void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n)
+{
+	(void)dev;
+	populate(p, n);
 }
 
 static void unmap_region(struct tdax_device *dev)
@@ -310,13 +325,10 @@ const char *tdax_device_persistence(const struct tdax_device *dev)
 	}
 }
 
-/* A numeric attribute of a device-DAX character device, from sysfs. */
-static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t dflt)
+/* A number from a sysfs file, or dflt. */
+static uint64_t sysfs_number(const char *path, uint64_t dflt)
 {
-	char path[128];
 	unsigned long long v;
-	snprintf(path, sizeof(path), "/sys/dev/char/%u:%u/%s", major(st->st_rdev),
-		 minor(st->st_rdev), attr);
 	char text[32] = "";
 	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
 	ssize_t n = fd >= 0 ? tdax_sys_read(fd, text, sizeof(text) - 1) : -1;
@@ -324,6 +336,80 @@ static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t df
 		tdax_sys_close(fd);
 	bool ok = n > 0 && sscanf(text, "%llu", &v) == 1;
 	return ok ? (uint64_t)v : dflt;
+}
+
+/* A numeric attribute of a device-DAX character device, from sysfs. */
+static uint64_t devdax_attr(const struct stat *st, const char *attr, uint64_t dflt)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/sys/dev/char/%u:%u/%s", major(st->st_rdev),
+		 minor(st->st_rdev), attr);
+	return sysfs_number(path, dflt);
+}
+
+/* The huge page size of the hugetlbfs file fd, 0 if it is not on one. */
+static uint64_t huge_page(int fd)
+{
+	struct statfs sf;
+	return fstatfs(fd, &sf) == 0 && (long)sf.f_type == HUGETLBFS_MAGIC ? (uint64_t)sf.f_bsize : 0;
+}
+
+/* Why a region of cap bytes found no room (fallocate's error e). */
+static int alloc_error(const char *path, uint64_t cap, uint64_t huge, int e, struct tdax_err *err)
+{
+	if (huge && e == ENOSPC) {
+		char sys[96];
+		snprintf(sys, sizeof(sys), "/sys/kernel/mm/hugepages/hugepages-%llukB/free_hugepages",
+			 (unsigned long long)(huge / 1024));
+		return tdax_errf(err, "%s: hugetlbfs has too few free huge pages for %llu bytes "
+			"(%llu free, of %llu KiB each); reserve more (sysctl vm.nr_hugepages=N) or "
+			"choose a smaller --size", path, (unsigned long long)cap,
+			(unsigned long long)sysfs_number(sys, 0), (unsigned long long)(huge / 1024));
+	}
+	return tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s", path,
+			 (unsigned long long)cap, strerror(e));
+}
+
+/* The word in brackets of a sysfs choice ("always [madvise] never"). */
+static bool sysfs_choice(const char *path, char *word, size_t n)
+{
+	char text[160] = "";
+	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	ssize_t r = fd >= 0 ? tdax_sys_read(fd, text, sizeof(text) - 1) : -1;
+	if (fd >= 0)
+		tdax_sys_close(fd);
+	const char *a = r > 0 ? strchr(text, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
+	if (!b || (size_t)(b - a) > n)
+		return false;
+	snprintf(word, n, "%.*s", (int)(b - a - 1), a + 1);
+	return true;
+}
+
+void tdax_device_pages(const struct tdax_device *dev, struct tdax_pages *out)
+{
+	struct stat st;
+	struct statfs sf;
+	char thp[32];
+	if (dev->backend == TDAX_BACKEND_DEVDAX && tdax_sys_stat(dev->path, &st) == 0) {
+		out->size = devdax_attr(&st, "align", 2u << 20);
+		snprintf(out->how, sizeof(out->how), "devdax: the namespace's alignment");
+	} else if (dev->backend == TDAX_BACKEND_FSDAX) {
+		out->size = 0;
+		snprintf(out->how, sizeof(out->how), "fsdax: 2 MiB where the file's extents are "
+			 "2 MiB-aligned (the file system decides), else 4 KiB");
+	} else if (statfs(dev->path, &sf) == 0 && (long)sf.f_type == HUGETLBFS_MAGIC) {
+		out->size = (uint64_t)sf.f_bsize;
+		snprintf(out->how, sizeof(out->how), "hugetlbfs");
+	} else if (sysfs_choice("/sys/kernel/mm/transparent_hugepage/shmem_enabled", thp, sizeof(thp)) &&
+		   strcmp(thp, "never") != 0 && strcmp(thp, "deny") != 0) {
+		out->size = 2u << 20;
+		snprintf(out->how, sizeof(out->how), "tmpfs with transparent huge pages where the "
+			 "kernel has them (shmem_enabled: %s)", thp);
+	} else {
+		out->size = 4096;
+		snprintf(out->how, sizeof(out->how), "tmpfs, transparent huge pages off; a device on "
+			 "hugetlbfs gets 2 MiB ones");
+	}
 }
 
 /*
@@ -536,6 +622,12 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 	}
 	if (dev.fd < 0)
 		return -1;
+	/* hugetlbfs holds whole huge pages: the region takes all it gets */
+	uint64_t huge = file ? huge_page(dev.fd) : 0, want = o->capacity;
+	if (huge) {
+		cap = (cap + huge - 1) / huge * huge;
+		want = want ? cap : 0;
+	}
 	if (file) {
 		int rc = check_backend_path(o->path, dev.fd, &st, o->backend, err) ? -1 : 0;
 		if (rc == 0 && tdax_sys_ftruncate(dev.fd, 0) != 0)
@@ -548,13 +640,10 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 		if (rc == 0 && tdax_syscall(SYS_fchmod, dev.fd, mode) != 0)
 			rc = errno;
 		if (rc != 0) {
-			if (rc > 0)
-				tdax_errf(err, "%s: cannot allocate %llu bytes or set its owner/mode: %s",
-					  o->path, (unsigned long long)cap, strerror(rc));
 			if (made)
 				remove_made(o->path, &st);
-			tdax_sys_close(dev.fd);
-			return -1;
+			tdax_sys_close(dev.fd); /* (first: the huge pages it held are free again for the count) */
+			return rc > 0 ? alloc_error(o->path, cap, huge, rc, err) : -1;
 		}
 	}
 	if (map_region(&dev, TDAX_OPEN_NO_PREFAULT, err)) {
@@ -563,7 +652,7 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 		unmap_region(&dev);
 		return -1;
 	}
-	cap = o->capacity && o->capacity < dev.size ? o->capacity : dev.size;
+	cap = want && want < dev.size ? want : dev.size;
 	cap &= ~(uint64_t)4095;
 	if (check_create_size(o->path, cap, seg, err)) {
 		if (made)

@@ -144,6 +144,21 @@ int tdax_device_destroy(const char *path, struct tdax_err *err);
 /* Map every page of [p, p+n) now, so that no access to it faults later
  * (the hot path never takes a page fault on the region). */
 void tdax_device_prefault(const struct tdax_device *dev, void *p, size_t n);
+/* The page faults this thread has taken so far (the kernel counts those
+ * MADV_POPULATE_WRITE takes for it too): taken before and after mapping
+ * device memory in, the faults that cost -- one per 2 MiB not mapped yet
+ * with huge pages, one per 4 KiB without. */
+uint64_t tdax_thread_faults(void);
+
+/* The size of the pages device memory is mapped with (DaxVM,
+ * shared/references: fewer, larger pages take fewer faults and TLB misses
+ * on every copy to and from it), and where it comes from, in words. size
+ * is 0 where the kernel decides per 2 MiB (fsdax: the file's extents). */
+struct tdax_pages {
+	uint64_t size;
+	char how[200];
+};
+void tdax_device_pages(const struct tdax_device *dev, struct tdax_pages *out);
 
 /* Persistence: flush a range (no ordering yet) / drain (fence + emulated cost). */
 static inline void tdax_flush(const struct tdax_device *dev, const void *p, size_t n)

@@ -12,6 +12,7 @@
 #include "core/sys.h"
 #include "core/crc32c.h"
 #include "core/files.h"
+#include "core/stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,6 +194,17 @@ unsigned tdax_log_seal_dead(struct tdax_device *dev)
 	return n;
 }
 
+/* Device memory was mapped in since this thread had taken faults0 faults
+ * (tdax_thread_faults): counted in the device's counters straight, not
+ * through a process's private ones (stats.h), as it is rare (a claim, each
+ * PREFAULT_AHEAD of a segment's room). */
+static void count_mapped(const struct tdax_device *dev, uint64_t faults0, uint64_t bytes)
+{
+	_Atomic uint64_t *c = tdax_stats(dev);
+	atomic_fetch_add_explicit(&c[TDAX_ST_MAP_FAULTS], tdax_thread_faults() - faults0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c[TDAX_ST_MAP_BYTES], bytes, memory_order_relaxed);
+}
+
 /* Claim a free segment for this thread, reclaiming sealed ones if needed. */
 static struct tdax_seg *claim(struct tdax_device *dev)
 {
@@ -263,9 +275,11 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 		seg_seal(dev, s, mine.owner);
 		mine.seg = -1;
 	}
+	uint64_t faults0 = tdax_thread_faults(); /* (the look at each segment's owner maps it in too) */
 	s = claim(dev);
 	if (!s)
 		return NULL;
+	count_mapped(dev, faults0, TDAX_SEG_HEADER_SIZE);
 	*slot = slot_for(s, file, fgen);
 	/* A segment just claimed is empty: every slot free, all its room left
 	 * (need <= room: the caller refused records longer than max_len). */
@@ -283,7 +297,9 @@ static void map_ahead(const struct tdax_device *dev, struct tdax_seg *s, uint64_
 	uint64_t to = (end + PREFAULT_AHEAD - 1) / PREFAULT_AHEAD * PREFAULT_AHEAD;
 	if (to > room)
 		to = room;
+	uint64_t faults0 = tdax_thread_faults();
 	tdax_device_prefault(dev, (char *)s + TDAX_SEG_HEADER_SIZE + mine.faulted, to - mine.faulted);
+	count_mapped(dev, faults0, to - mine.faulted);
 	mine.faulted = to;
 }
 

@@ -36,7 +36,11 @@ const char *tdax_stat_name(enum tdax_stat s)
 		"real_sync_ns_le_1048576", "real_sync_ns_le_4194304", "real_sync_ns_le_16777216",
 		"real_sync_ns_le_inf", "real_sync_ns_sum",
 	};
+	if (s == TDAX_ST_MAP_FAULTS)
+		return "map_faults";
+	if (s == TDAX_ST_MAP_BYTES)
+		return "map_bytes";
 	if (s >= TDAX_ST_LAT0)
-		return s < TDAX_ST_COUNT ? lat[s - TDAX_ST_LAT0] : "unknown";
+		return s < TDAX_ST_MAP_FAULTS ? lat[s - TDAX_ST_LAT0] : "unknown";
 	return s < TDAX_ST_FALLBACK0 ? names[s] : tdax_fallback_name((enum tdax_fallback)(s - TDAX_ST_FALLBACK0));
 }

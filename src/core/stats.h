@@ -73,7 +73,13 @@ enum tdax_stat {
 	 * lightweight syncs' then real ones', each TDAX_LAT_BUCKETS counts
 	 * (tdax_lat_bound) and the sum of the nanoseconds timed. */
 	TDAX_ST_LAT0 = TDAX_ST_FALLBACK0 + TDAX_FB_COUNT,
-	TDAX_ST_COUNT = TDAX_ST_LAT0 + 2 * (10 + 1)
+	/* Device memory mapped in ahead of use (device.h tdax_device_prefault):
+	 * the page faults that took, and the bytes. (After the histograms: a
+	 * region made before them has zeros here, and older libraries leave
+	 * them alone.) */
+	TDAX_ST_MAP_FAULTS = TDAX_ST_LAT0 + 2 * (10 + 1),
+	TDAX_ST_MAP_BYTES,
+	TDAX_ST_COUNT
 };
 
 #define TDAX_LAT_EVERY 16

@@ -162,10 +162,12 @@ static void attach_now(void)
 {
 	struct tdax_device *dev;
 	struct tdax_err e;
+	uint64_t faults0 = tdax_thread_faults(); /* (validation maps the header in) */
 	if (tdax_device_open(tdax_env_device(), tdax_env_open_flags(), &dev, &e) != 0) {
 		tdax_warn("%s%s; every sync goes to the kernel", e.msg, "");
 		return;
 	}
+	uint64_t faults = tdax_thread_faults() - faults0;
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
 	tdax_rt.named = calloc(dev->sb->max_files, sizeof(*tdax_rt.named));
 	tdax_rt.opens = calloc(dev->sb->max_files, sizeof(*tdax_rt.opens));
@@ -176,7 +178,10 @@ static void attach_now(void)
 		tdax_device_close(dev);
 		return;
 	}
-	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and file table */
+	faults0 = tdax_thread_faults();
+	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and tables */
+	tdax_count(TDAX_ST_MAP_FAULTS, faults + tdax_thread_faults() - faults0);
+	tdax_count(TDAX_ST_MAP_BYTES, dev->sb->segs_off);
 	tdax_rt.dev = dev;
 	tdax_watch_start();
 	tdax_trace_start(dev, tdax_ownfd_keep);
