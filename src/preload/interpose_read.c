@@ -152,6 +152,9 @@ EXPORT int fstat64(int fd, struct stat64 *st)
 
 /* ---- by name (or by descriptor with AT_EMPTY_PATH) ------------------- */
 
+/* A stat of a file this process promoted gets tdax's size (promoted.h);
+ * any other goes to the kernel, after a demotion the thread could not
+ * avoid. The stat64 calls are the stat calls (64-bit Linux). */
 static void settle_at(int dirfd, const char *path, int flags)
 {
 	if (path && !*path && (flags & AT_EMPTY_PATH))
@@ -160,44 +163,50 @@ static void settle_at(int dirfd, const char *path, int flags)
 		tdax_promoted_settle_at(dirfd, path, flags);
 }
 
-EXPORT int stat(const char *path, struct stat *st)
+static int stat_at(int dirfd, const char *path, struct stat *st, int flags)
 {
-	settle_at(AT_FDCWD, path, 0);
-	return REAL(stat)(path, st);
-}
-
-EXPORT int stat64(const char *path, struct stat64 *st)
-{
-	settle_at(AT_FDCWD, path, 0);
-	return REAL(stat64)(path, st);
-}
-
-EXPORT int lstat(const char *path, struct stat *st)
-{
-	settle_at(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
-	return REAL(lstat)(path, st);
-}
-
-EXPORT int lstat64(const char *path, struct stat64 *st)
-{
-	settle_at(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW);
-	return REAL(lstat64)(path, st);
-}
-
-EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
-{
+	int r;
+	if (tdax_promoted_stat_at(dirfd, path, flags, st, &r))
+		return r;
 	settle_at(dirfd, path, flags);
 	return REAL(fstatat)(dirfd, path, st, flags);
 }
 
+EXPORT int stat(const char *path, struct stat *st)
+{
+	return stat_at(AT_FDCWD, path, st, 0);
+}
+
+EXPORT int stat64(const char *path, struct stat64 *st)
+{
+	return stat_at(AT_FDCWD, path, (struct stat *)st, 0);
+}
+
+EXPORT int lstat(const char *path, struct stat *st)
+{
+	return stat_at(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
+}
+
+EXPORT int lstat64(const char *path, struct stat64 *st)
+{
+	return stat_at(AT_FDCWD, path, (struct stat *)st, AT_SYMLINK_NOFOLLOW);
+}
+
+EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	return stat_at(dirfd, path, st, flags);
+}
+
 EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
-	settle_at(dirfd, path, flags);
-	return REAL(fstatat64)(dirfd, path, st, flags);
+	return stat_at(dirfd, path, (struct stat *)st, flags);
 }
 
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
 {
+	int r;
+	if (tdax_promoted_statx(dirfd, path, flags, mask, st, &r))
+		return r;
 	settle_at(dirfd, path, flags);
 	return REAL(statx)(dirfd, path, flags, mask, st);
 }

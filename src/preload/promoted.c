@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static struct tdax_promoted *files;
@@ -346,20 +347,98 @@ bool tdax_promoted_seek_slow(int fd, off_t off, int whence, off_t *res)
 	return true;
 }
 
+/* The size a stat of b's file (the kernel's says kernel_size) gives, and
+ * the blocks of 512 bytes its deferred bytes past that end would add. */
+static uint64_t size_over(const struct tdax_promoted *b, uint64_t kernel_size, uint64_t *more_blocks)
+{
+	uint64_t size = atomic_load(&b->size);
+	*more_blocks = 0;
+	if (kernel_size < size)
+		*more_blocks = ((size + 4095) / 4096 - (kernel_size + 4095) / 4096) * 8;
+	return size;
+}
+
+static void stat_over(const struct tdax_promoted *b, struct stat *st)
+{
+	uint64_t more;
+	st->st_size = (off_t)size_over(b, (uint64_t)st->st_size, &more);
+	st->st_blocks += (blkcnt_t)more;
+}
+
 bool tdax_promoted_fstat_slow(int fd, struct stat *st, int *res)
 {
 	struct tdax_promoted *b = locked_if_promoted(fd);
 	if (!b)
 		return false;
 	*res = (int)tdax_syscall(SYS_fstat, fd, st);
-	uint64_t size = atomic_load(&b->size);
-	if (*res == 0 && (uint64_t)st->st_size < size) {
-		/* The blocks the deferred bytes past the kernel's end would take. */
-		uint64_t more = (size + 4095) / 4096 - ((uint64_t)st->st_size + 4095) / 4096;
-		st->st_blocks += (blkcnt_t)(more * 8);
-	}
 	if (*res == 0)
-		st->st_size = (off_t)size;
+		stat_over(b, st);
+	int err = errno;
+	tdax_promoted_unlock(b);
+	errno = err;
+	return true;
+}
+
+/* The promoted file that is inode (dev, ino), locked; NULL if none is. */
+static struct tdax_promoted *locked_inode(uint64_t dev, uint64_t ino)
+{
+	for (uint32_t i = 0; i < nfiles && atomic_load(&tdax_fds_promoted); i++) {
+		int fd = files[i].fd;
+		if (fd < 0 || tdax_fds[fd].dev != dev || tdax_fds[fd].ino != ino)
+			continue;
+		tdax_promoted_lock(&files[i]);
+		fd = files[i].fd;
+		if (fd >= 0 && tdax_fds[fd].dev == dev && tdax_fds[fd].ino == ino)
+			return &files[i];
+		tdax_promoted_unlock(&files[i]);
+	}
+	return NULL;
+}
+
+/*
+ * A stat by name: the kernel's answer says which file the name leads to;
+ * if this process promoted it, the kernel is asked again under the file's
+ * lock (a demotion between the two would have changed what it says) and
+ * tdax's size laid over its answer, as for fstat.
+ */
+bool tdax_promoted_stat_at_slow(int dirfd, const char *path, int flags, struct stat *st, int *res)
+{
+	if (!files || tdax_fds_private)
+		return false;
+	*res = (int)tdax_syscall(SYS_newfstatat, dirfd, path, st, flags);
+	struct tdax_promoted *b = *res == 0 && S_ISREG(st->st_mode)
+		? locked_inode((uint64_t)st->st_dev, (uint64_t)st->st_ino) : NULL;
+	if (!b)
+		return true;
+	uint64_t dev = (uint64_t)st->st_dev, ino = (uint64_t)st->st_ino;
+	*res = (int)tdax_syscall(SYS_newfstatat, dirfd, path, st, flags);
+	if (*res == 0 && (uint64_t)st->st_dev == dev && (uint64_t)st->st_ino == ino)
+		stat_over(b, st);
+	int err = errno;
+	tdax_promoted_unlock(b);
+	errno = err;
+	return true;
+}
+
+bool tdax_promoted_statx_slow(int dirfd, const char *path, int flags, unsigned mask, struct statx *stx,
+			      int *res)
+{
+	if (!files || tdax_fds_private)
+		return false;
+	*res = (int)tdax_syscall(SYS_statx, dirfd, path, flags, mask, stx);
+	struct tdax_promoted *b = *res == 0 && S_ISREG(stx->stx_mode)
+		? locked_inode(makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_ino) : NULL;
+	if (!b)
+		return true;
+	uint64_t ino = stx->stx_ino;
+	*res = (int)tdax_syscall(SYS_statx, dirfd, path, flags, mask, stx);
+	if (*res == 0 && stx->stx_ino == ino) {
+		uint64_t more, size = size_over(b, stx->stx_size, &more);
+		if (stx->stx_mask & STATX_SIZE)
+			stx->stx_size = size;
+		if (stx->stx_mask & STATX_BLOCKS)
+			stx->stx_blocks += more;
+	}
 	int err = errno;
 	tdax_promoted_unlock(b);
 	errno = err;

@@ -172,6 +172,28 @@ static inline bool tdax_promoted_fstat(int fd, struct stat *st, int *res)
 	       tdax_promoted_fstat_slow(fd, st, res);
 }
 
+/*
+ * A stat by name (or by descriptor with AT_EMPTY_PATH) of a file this
+ * process promoted, served as fstat is, without a demotion: true and the
+ * result (*res, or -1 and errno) if answered here -- by the kernel alone
+ * when the name leads elsewhere; false when this thread cannot tell (the
+ * caller demotes what the name leads to, then asks the kernel).
+ */
+bool tdax_promoted_stat_at_slow(int dirfd, const char *path, int flags, struct stat *st, int *res);
+bool tdax_promoted_statx_slow(int dirfd, const char *path, int flags, unsigned mask, struct statx *stx,
+			      int *res);
+static inline bool tdax_promoted_stat_at(int dirfd, const char *path, int flags, struct stat *st, int *res)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0) &&
+	       tdax_promoted_stat_at_slow(dirfd, path, flags, st, res);
+}
+static inline bool tdax_promoted_statx(int dirfd, const char *path, int flags, unsigned mask,
+				       struct statx *stx, int *res)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) != 0, 0) &&
+	       tdax_promoted_statx_slow(dirfd, path, flags, mask, stx, res);
+}
+
 /* Descriptors first..last are closed (close_range, closefrom). */
 void tdax_promoted_demote_range_slow(unsigned first, unsigned last);
 static inline void tdax_promoted_settle_range(unsigned first, unsigned last)

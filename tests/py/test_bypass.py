@@ -442,13 +442,19 @@ def test_the_lease_signal_moves_out_of_the_applications_way(dev, diskdir):
     assert c["promotions"] >= 1 and c["demoted_opened"] >= 1, c
 
 
-def test_reads_seeks_and_fstat_of_a_promoted_file_are_served_without_a_demotion(dev, diskdir):
+def test_reads_seeks_and_stats_of_a_promoted_file_are_served_without_a_demotion(dev, diskdir):
     """Through its own descriptor, opened for reading and writing: the
     kernel's copy with the deferred writes over it, tdax's position and
-    size -- and the file stays promoted."""
+    size; a stat by name (stat, lstat, fstatat, statx) tdax's size too --
+    and the file stays promoted."""
     f = diskdir / "log"
     code = r"""
-import os, sys, time
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def statx(path):  # (size, blocks): struct statx's stx_size and stx_blocks
+    buf = ctypes.create_string_buffer(256)
+    assert libc.statx(-100, path.encode(), 0, 0x200 | 0x400, buf) == 0, ctypes.get_errno()
+    return int.from_bytes(buf.raw[40:48], "little"), int.from_bytes(buf.raw[48:56], "little")
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 os.write(fd, b"a" * 100); os.fdatasync(fd)
 time.sleep(0.1)  # (leases need tdax's write-back thread running)
@@ -464,14 +470,23 @@ os.write(fd, b"e" * 10)                 # at the position a read moved
 os.fdatasync(fd)
 want = want[:210] + b"e" * 10 + want[220:]
 out.append(os.pread(fd, 10000, 0) == want)
+dfd = os.open(os.path.dirname(sys.argv[1]), os.O_RDONLY)
+sizes = [os.stat(sys.argv[1]).st_size, os.lstat(sys.argv[1]).st_size,
+         os.stat(os.path.basename(sys.argv[1]), dir_fd=dfd).st_size, statx(sys.argv[1])[0]]
+out.append(sizes == [len(want)] * 4 or sizes)
+out.append(os.stat(sys.argv[1]).st_blocks * 512 >= len(want) and statx(sys.argv[1])[1] * 512 >= len(want))
+out.append(os.stat(os.path.dirname(sys.argv[1])).st_size != len(want))  # another name: the kernel's
+os.write(fd, b"f" * 10)  # still promoted: no second promotion
+os.fdatasync(fd)
 print(out, flush=True)
 """
     p = tdax_run(dev, code, f, env=BYPASS)
-    assert p.stdout.strip() == str([True] * 8), p.stdout
+    assert p.stdout.strip() == str([True] * 11), p.stdout
     c = counters(dev)
     assert c["promotions"] >= 1 and c["deferred_writes"] >= 3, c
-    assert c["demoted_seen"] == 1, c  # the exit's alone
-    assert f.read_bytes() == b"a" * 50 + b"c" * 10 + b"a" * 40 + b"b" * 100 + b"d" * 10 + b"e" * 10 + b"d" * 4980
+    assert c["promotions"] == 1 and c["demoted_seen"] == 1, c  # the exit's demotion alone
+    assert f.read_bytes() == (b"a" * 50 + b"c" * 10 + b"a" * 40 + b"b" * 100 + b"d" * 10 + b"e" * 10 + b"f" * 10
+                              + b"d" * 4970)
 
 
 # Two files in one process: "hot" gets 4 KiB appends, each synced, at
