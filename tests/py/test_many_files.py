@@ -165,21 +165,26 @@ def test_ranges_of_files_removed_without_tdax_are_taken_back_when_the_range_tabl
     run(TDAX, "set", "--device", dev, "granularity_order=0", check=0)  # a range per page
     code = r"""
 import os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-for i in range(int(sys.argv[2])):
-    os.write(fd, b"x" * 128)
-    os.fdatasync(fd)
+for f in sys.argv[2:]:
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for i in range(int(sys.argv[1])):
+        os.write(fd, b"x" * 128)
+        os.fdatasync(fd)
+    os.close(fd)
 """
     # (no durable shadow: a copy of the whole file at each real sync)
     env = {k: v for k, v in TDAX_ENV.items() if k != "TDAX_TEST_DURABLE_SHADOW"}
 
-    def appends(f, n):
-        run(TDAX, "run", "--device", dev, "--policy", "adaptive", "--", PY, "-c", code, f, n, env=env, check=0)
-    for i in range(5):  # 5 x 1875 pages, each a range: more than the table holds
-        f = diskdir / f"f{i}"
-        appends(f, 60000)
-        os.unlink(f)  # not under tdax: its entry and ranges stay
+    def appends(n, *files):
+        run(TDAX, "run", "--device", dev, "--policy", "adaptive", "--", PY, "-c", code, n, *files,
+            env=env, check=0)
+    # One process, 5 x 1875 pages, each a range: more than the table holds,
+    # and none of its files gone while it runs, so nothing is taken back yet.
+    files = [diskdir / f"f{i}" for i in range(5)]
+    appends(60000, *files)
+    for f in files:
+        os.unlink(f)  # not under tdax: their entries and ranges stay, the table full
     before = info(dev)["counters"]["light_syncs"]
-    appends(diskdir / "last", 2000)
+    appends(2000, diskdir / "last")
     light = info(dev)["counters"]["light_syncs"] - before
     assert light > 1900, f"{light} of 2000 syncs lightweight after the range table filled"
