@@ -14,6 +14,7 @@ pkgs+=(libpython3.11-testsuite)  # make test-cpython: CPython's suites, for /usr
 pkgs+=(groff-base bash-completion systemd)  # checks of the man page, completion and unit (make install)
 pkgs+=(lintian)  # the check of the Debian package (make deb)
 pkgs+=(liburing-dev)  # tests/py/test_uring.py: writes and syncs through io_uring under tdax
+pkgs+=(strace)  # tests/py/test_syscalls.py: the system calls tdax adds, counted
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -37,7 +37,8 @@ _Static_assert(TDAX_SEQ_OFF % TDAX_CACHELINE == 0 && TDAX_REGLOCK_OFF - TDAX_SEQ
 	       TDAX_REGLOCK_OFF % TDAX_CACHELINE == 0 && TDAX_STATS_OFF - TDAX_REGLOCK_OFF >= TDAX_CACHELINE,
 	       "the sequence counter and the registration lock have a cache line each");
 _Static_assert(TDAX_INDEX_EPOCH_OFF % 8 == 0 && TDAX_INDEX_USED_OFF % 4 == 0 &&
-	       TDAX_INDEX_USED_OFF + 4 <= TDAX_REGLOCK_OFF + TDAX_CACHELINE,
+	       TDAX_INDEX_USED_OFF + 4 <= TDAX_FILES_ACTIVE_OFF && TDAX_FILES_ACTIVE_OFF % 8 == 0 &&
+	       TDAX_FILES_ACTIVE_OFF + 8 <= TDAX_REGLOCK_OFF + TDAX_CACHELINE,
 	       "the file index's words are aligned, in the registration lock's line");
 
 const char *tdax_backend_name(enum tdax_backend b)
@@ -274,6 +275,7 @@ static void set_pointers(struct tdax_device *dev)
 	dev->reglock = (_Atomic uint32_t *)(dev->base + TDAX_REGLOCK_OFF);
 	dev->index_epoch = (_Atomic uint64_t *)(dev->base + TDAX_INDEX_EPOCH_OFF);
 	dev->index_used = (_Atomic uint32_t *)(dev->base + TDAX_INDEX_USED_OFF);
+	dev->active_plus1 = (_Atomic uint64_t *)(dev->base + TDAX_FILES_ACTIVE_OFF);
 	dev->registrations = (_Atomic uint64_t *)(dev->base + TDAX_REGISTRATIONS_OFF);
 	dev->persist_cost_ns = dev->sb->persist_cost_ns;
 	dev->bandwidth_mbps = dev->sb->bandwidth_mbps;

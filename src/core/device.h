@@ -79,6 +79,7 @@ struct tdax_device {
 	_Atomic uint32_t *reglock;
 	_Atomic uint64_t *index_epoch; /* files.c: odd while the index is rebuilt */
 	_Atomic uint32_t *index_used;  /* files.c: index slots not empty (live or dead) */
+	_Atomic uint64_t *active_plus1; /* files.c: active entries + 1, never fewer; 0: not known */
 	_Atomic uint64_t *registrations; /* files.c: entries made since the region was made */
 	pmem2_flush_fn flush;
 	pmem2_drain_fn drain;

@@ -38,10 +38,17 @@ _Static_assert(sizeof(struct tdax_dir_slot) == TDAX_CACHELINE, "a slot is a cach
 
 #define TDAX_DIR_SLOTS 15
 
+/* Changes of names a directory sync keeps looked at (two statx each): a
+ * workload that changes names far more often than it syncs a directory
+ * would pay more for the looks than the light syncs save. */
+#define TDAX_DIRSYNC_WATCH 64
+
 struct tdax_dirs {
-	/* Set at the first directory sync tdax sees on this device: from then
-	 * on every change of names a process makes is looked at. */
-	_Atomic uint32_t watched;
+	/* How many more changes of names are looked at (preload/dirsync.c):
+	 * each directory sync sets it to TDAX_DIRSYNC_WATCH, each change
+	 * looked at takes one. At 0 or below the watch has lapsed: changes
+	 * cost nothing, and the next directory sync is real. */
+	_Atomic int32_t watch_left;
 	uint32_t pad0;
 	/* Sequence number (log.h) at the last directory sync answered from
 	 * the log, persisted: a file whose creation is a record older than

@@ -196,6 +196,43 @@ static void index_room(struct tdax_device *dev)
 	tdax_dev_persist(dev, (const void *)dev->index_epoch, sizeof(uint64_t));
 }
 
+/*
+ * The count of active entries (+ 1; 0: not known), under the lock. It may
+ * count too many, never too few: a reader that finds none skips looking a
+ * path up (tdax_files_none). So it goes up before an entry is active and
+ * down after one is free, and a holder that dies between the two leaves
+ * one too many; a count not known is made from the table.
+ */
+static void reg_lock(struct tdax_device *dev);
+
+static uint64_t active_in_table(const struct tdax_device *dev)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++)
+		n += atomic_load(&tdax_file_at(dev, i)->state) == TDAX_FILE_ACTIVE;
+	return n;
+}
+
+static void active_add(struct tdax_device *dev, int delta)
+{
+	uint64_t v = atomic_load(dev->active_plus1);
+	v = v ? v + (uint64_t)(int64_t)delta : active_in_table(dev) + 1 + (delta > 0);
+	atomic_store(dev->active_plus1, v);
+	tdax_dev_persist(dev, (const void *)dev->active_plus1, sizeof(uint64_t));
+}
+
+void tdax_files_count_active(struct tdax_device *dev)
+{
+	if (atomic_load(dev->active_plus1))
+		return;
+	reg_lock(dev);
+	if (!atomic_load(dev->active_plus1)) {
+		atomic_store(dev->active_plus1, active_in_table(dev) + 1);
+		tdax_dev_persist(dev, (const void *)dev->active_plus1, sizeof(uint64_t));
+	}
+	tdax_pidlock_release(dev->reglock);
+}
+
 static void reg_lock(struct tdax_device *dev)
 {
 	tdax_pidlock_acquire(dev->reglock);
@@ -292,6 +329,7 @@ static void free_entry(struct tdax_device *dev, struct tdax_file *f, uint32_t id
 	f->gen++;
 	tdax_dev_persist(dev, f, TDAX_CACHELINE);
 	index_drop(dev, idx, f->ino);
+	active_add(dev, -1);
 }
 
 bool tdax_file_orphaned(const struct tdax_file *f)
@@ -483,6 +521,7 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 	f->crc = ident_crc(f);
 	tdax_dev_persist(dev, f, offsetof(struct tdax_file, rt));
 	index_put(dev, (uint32_t)slot, id.ino); /* findable before it is active */
+	active_add(dev, 1);
 	atomic_store(&f->state, TDAX_FILE_ACTIVE);
 	tdax_dev_persist(dev, f, TDAX_CACHELINE);
 	atomic_fetch_add(dev->registrations, 1); /* after: a look that sees it finds the entry */
@@ -566,4 +605,6 @@ void tdax_files_format(struct tdax_device *dev)
 		     (uint64_t)tdax_index_slots(dev->sb->max_files) * 8; /* and the index: empty */
 	memset(tdax_file_at(dev, 0), 0, n);
 	tdax_dev_persist(dev, tdax_file_at(dev, 0), n);
+	atomic_store(dev->active_plus1, 1);
+	tdax_dev_persist(dev, (const void *)dev->active_plus1, sizeof(uint64_t));
 }

@@ -200,6 +200,18 @@ static inline uint64_t tdax_files_registrations(const struct tdax_device *dev)
  * (what a stat() tells is enough to skip a file); true, that it may be. */
 bool tdax_files_may_have(struct tdax_device *dev, uint64_t ino);
 
+/* Is no file registered at all? Then no path needs a look (a stat) to
+ * learn whether it names one. A registration running meanwhile is as if
+ * it came after: its entry is uncovered (its first sync is real). */
+static inline bool tdax_files_none(const struct tdax_device *dev)
+{
+	return atomic_load(dev->active_plus1) == 1;
+}
+
+/* The count tdax_files_none reads, made from the table if it is not known
+ * (a region an older build used); at a process's attach. */
+void tdax_files_count_active(struct tdax_device *dev);
+
 /* Is f promoted (rt.deferred) by a process that is gone (dead, or its pid
  * taken by another)? */
 bool tdax_file_orphaned(const struct tdax_file *f);

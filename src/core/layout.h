@@ -14,7 +14,7 @@
  *   256           struct tdax_state: boot id of last use, clean flag
  *   512           the device-wide sequence counter (own cache line)
  *   576           the registration lock word, the file index's epoch and
- *                 use count (own cache line)
+ *                 use count, the count of active entries (own cache line)
  *   640           the count of registrations (own cache line: read after
  *                 every write of a file not registered, files.h)
  *   1024          device-wide counters (stats.h)
@@ -42,6 +42,7 @@
 #define TDAX_REGLOCK_OFF 576
 #define TDAX_INDEX_EPOCH_OFF 584 /* in the registration lock's line: the lock's holder writes both */
 #define TDAX_INDEX_USED_OFF 592
+#define TDAX_FILES_ACTIVE_OFF 600 /* active entries + 1; 0: not known (a region of an older build) */
 #define TDAX_REGISTRATIONS_OFF 640
 #define TDAX_STATS_OFF 1024
 #define TDAX_TUNABLES_OFF 2048

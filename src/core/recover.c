@@ -716,7 +716,7 @@ static bool unlinked_first(const struct tdax_device *dev, const struct tdax_reco
 static void forget_dirs(struct tdax_device *dev)
 {
 	struct tdax_dirs *d = tdax_dirs(dev);
-	atomic_store(&d->watched, 0);
+	atomic_store(&d->watch_left, 0);
 	memset((void *)d->slot, 0, sizeof(d->slot));
 	tdax_dev_persist(dev, (const void *)d, sizeof(*d));
 }

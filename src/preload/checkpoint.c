@@ -251,9 +251,10 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 {
 	*plus1 = 0;
 	/* Most paths name no registered file, and one stat() says so: the
-	 * index knows every inode number the table has (files.h). */
+	 * index knows every inode number the table has (files.h); none at
+	 * all is a load. */
 	struct stat st;
-	if (tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	if (tdax_files_none(tdax_rt.dev) || tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
 		return -1;
 	/* A regular file only (opening anything else can have side effects),

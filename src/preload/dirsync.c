@@ -16,9 +16,15 @@
  *     yet, syscall(2)); it holds only where a change after a look at the
  *     change time gets a later one (Linux 6.13+ fine-grained timestamps on
  *     ext4, XFS, btrfs, tmpfs): elsewhere every directory sync is real.
- * Ordering: the device's `watched` flag is set before the first real
- * directory sync begins, and a change looks at it only after it is done;
- * so a change that did not count was done before that sync began.
+ * Ordering: a directory sync sets the device's watch (core/dirs.h:
+ * watch_left, a budget of TDAX_DIRSYNC_WATCH changes) before it looks at
+ * anything, and a change looks at the watch only after it is done; so a
+ * change that did not count was done before that sync began, or the watch
+ * had lapsed, which makes the next directory sync real -- and every
+ * directory's, through their slots' counts. A lapse is what keeps a
+ * workload that changes names far more often than it syncs a directory
+ * (SQLite's rollback journal with synchronous=OFF after a run with syncs)
+ * from paying two statx per change for good.
  */
 #define _GNU_SOURCE
 #include "core/sys.h"
@@ -81,7 +87,17 @@ static bool look_at(int dirfd, const char *path, struct tdax_dir_look *l)
 
 static bool watched(void)
 {
-	return tdax_on() && atomic_load(&tdax_dirs(tdax_rt.dev)->watched);
+	return tdax_on() && atomic_load(&tdax_dirs(tdax_rt.dev)->watch_left) > 0;
+}
+
+/* After a change: is it one the watch still counts? It takes one from the
+ * budget; none left, it goes uncounted (the next directory sync is real). */
+static bool counted(void)
+{
+	if (!tdax_on())
+		return false;
+	_Atomic int32_t *left = &tdax_dirs(tdax_rt.dev)->watch_left;
+	return atomic_load(left) > 0 && atomic_fetch_sub(left, 1) > 0;
 }
 
 void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l)
@@ -93,7 +109,7 @@ void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l)
 
 void tdax_dirsync_changed(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged)
 {
-	if (!watched())
+	if (!counted())
 		return;
 	int err = errno;
 	struct tdax_dir_look now;
@@ -161,7 +177,14 @@ int tdax_dirsync_sync(int fd, bool datasync)
 	struct tdax_dirs *d = tdax_dirs(dev);
 	uint64_t ddev = makedev(stx.stx_dev_major, stx.stx_dev_minor), ino = stx.stx_ino;
 	struct tdax_dir_slot *s = tdax_dir_slot(dev, ddev, ino);
-	if (covered(s, ddev, ino, ctime_of(&stx))) {
+	/* The watch first: the changes from now on are looked at. If it had
+	 * lapsed, changes went uncounted in every directory: no slot may
+	 * answer until a real sync of its directory sets it again. */
+	bool lapsed = atomic_exchange(&d->watch_left, TDAX_DIRSYNC_WATCH) <= 0;
+	if (lapsed)
+		for (int i = 0; i < TDAX_DIR_SLOTS; i++)
+			atomic_fetch_add(&d->slot[i].unlogged, 1);
+	if (!lapsed && covered(s, ddev, ino, ctime_of(&stx))) {
 		/* Every record was persisted when written. What the answer may
 		 * have promised, recovery needs to know (dirs.h, light_seq). */
 		uint64_t seq = atomic_load(dev->seq), cur = atomic_load(&d->light_seq);
@@ -173,10 +196,8 @@ int tdax_dirsync_sync(int fd, bool datasync)
 			return 0;
 		}
 	}
-	/* Real: first the flag every change looks at after it is done, then
-	 * what this sync will cover -- the change time, the count. */
-	if (!atomic_load(&d->watched))
-		atomic_store(&d->watched, 1);
+	/* Real: what this sync will cover -- the change time, the count (the
+	 * watch, which every change looks at after it is done, is set). */
 	if (tdax_statx_fd(fd, DIR_MASK, &stx) != 0)
 		return real_sync(fd, datasync);
 	uint64_t c0 = ctime_of(&stx), u0 = atomic_load(&s->unlogged);

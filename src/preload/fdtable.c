@@ -109,7 +109,7 @@ static struct own {
 	int fd;
 	int refs;
 } own[OWN_MAX];
-static _Atomic uint64_t own_bits[TDAX_MAX_FDS / 64];
+_Atomic uint64_t tdax_own_bits[TDAX_MAX_FDS / 64];
 
 static void mark(int fd, bool on)
 {
@@ -117,15 +117,9 @@ static void mark(int fd, bool on)
 		return;
 	uint64_t bit = 1ull << (fd % 64);
 	if (on)
-		atomic_fetch_or(&own_bits[fd / 64], bit);
+		atomic_fetch_or(&tdax_own_bits[fd / 64], bit);
 	else
-		atomic_fetch_and(&own_bits[fd / 64], ~bit);
-}
-
-bool tdax_ownfd_is(int fd)
-{
-	return fd >= 0 && fd < TDAX_MAX_FDS &&
-	       (atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+		atomic_fetch_and(&tdax_own_bits[fd / 64], ~bit);
 }
 
 /* Lowest number for tdax's own: out of the range programs use, below the
@@ -219,7 +213,7 @@ void tdax_ownfd_evict(int fd)
 static unsigned next_own(unsigned lo, unsigned hi, bool twins)
 {
 	for (unsigned fd = lo; fd <= hi && fd < TDAX_MAX_FDS; fd++) {
-		uint64_t w = atomic_load_explicit(&own_bits[fd / 64], memory_order_relaxed) >> (fd % 64);
+		uint64_t w = atomic_load_explicit(&tdax_own_bits[fd / 64], memory_order_relaxed) >> (fd % 64);
 		for (; w; w &= w - 1) {
 			unsigned at = fd + (unsigned)__builtin_ctzll(w);
 			if (at > hi)

@@ -105,7 +105,12 @@ bool tdax_fd_still(int fd, const struct tdax_fd *e, uint64_t *size);
 int tdax_ownfd_keep(int *fdp);
 /* Close a kept descriptor and forget it. */
 void tdax_ownfd_close(int *fdp);
-bool tdax_ownfd_is(int fd);
+extern _Atomic uint64_t tdax_own_bits[TDAX_MAX_FDS / 64]; /* a bit per number of tdax's */
+static inline bool tdax_ownfd_is(int fd)
+{
+	return fd >= 0 && fd < TDAX_MAX_FDS &&
+	       (atomic_load_explicit(&tdax_own_bits[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
 /* The application dup2()s onto fd: if it is tdax's, move tdax's away. */
 void tdax_ownfd_evict(int fd);
 /* Close first..last (inclusive) for the application, tdax's own excepted:

@@ -144,15 +144,27 @@ EXPORT int dup3(int fd, int to, int flags)
 	return r;
 }
 
+/* Does fcntl cmd change what tdax keeps of the descriptor: its number,
+ * its flags, a lease or the signals of one? (Locks, the commonest, do not.) */
+static bool fcntl_noted(int cmd)
+{
+	switch (cmd) {
+	case F_DUPFD: case F_DUPFD_CLOEXEC: case F_SETFL: case F_SETLEASE: case F_SETSIG:
+	case F_SETOWN: case F_SETOWN_EX:
+		return true;
+	}
+	return false;
+}
+
 static int do_fcntl(int fd, int cmd, void *arg)
 {
 	if (tdax_ownfd_is(fd)) {
 		errno = EBADF;
 		return -1;
 	}
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETLEASE ||
-	    cmd == F_SETSIG || cmd == F_SETOWN || cmd == F_SETOWN_EX)
-		tdax_promoted_settle_fd(fd); /* one descriptor, its flags, tdax's lease */
+	if (!fcntl_noted(cmd))
+		return TDAX_REAL(fcntl)(fd, cmd, arg);
+	tdax_promoted_settle_fd(fd); /* one descriptor, its flags, tdax's lease */
 	if (cmd == F_SETLEASE || cmd == F_SETSIG || cmd == F_SETOWN || cmd == F_SETOWN_EX)
 		tdax_lease_app_uses(fd); /* the application's own lease or signal: not tdax's to touch */
 	int r = TDAX_REAL(fcntl)(fd, cmd, arg);

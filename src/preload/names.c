@@ -133,10 +133,12 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 	bool old_dir = false, new_dir = false;
 	/* The paths matter only for a directory (registered files below it
 	 * move along), an exchange, or the test build's durable views: a
-	 * plain file's rename costs one stat() more than the kernel's. */
+	 * plain file's rename costs one stat() more than the kernel's, and
+	 * none while no file is registered. */
 	struct stat st;
-	bool paths = exchange || tdax_shadow_on() || tdax_sys_fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		     S_ISDIR(st.st_mode);
+	bool paths = exchange || tdax_shadow_on() ||
+		     (!tdax_files_none(tdax_rt.dev) &&
+		      (tdax_sys_fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)));
 	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir)) {
 		close_both(new_fd, old_fd);
 		return real_rename(olddir, oldpath, newdir, newpath, flags); /* its error */

@@ -153,6 +153,7 @@ static int bring_up_to_date(struct tdax_device *dev)
 	}
 	if (lost || dev->st->clean != TDAX_STATE_UNCLEAN)
 		tdax_device_set_state(dev, TDAX_STATE_UNCLEAN);
+	tdax_files_count_active(dev);
 	return 0;
 }
 

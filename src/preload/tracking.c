@@ -337,6 +337,9 @@ static struct heir {
 	uint64_t last_sync_ns;
 } heirs[HEIRS];
 static _Atomic uint32_t heirs_next;
+/* The latest last_sync_ns of any heir: none is in its window after the
+ * window of this one, so a name is not even hashed. */
+static _Atomic uint64_t heirs_latest_ns;
 
 static uint64_t name_key(const char *name)
 {
@@ -360,12 +363,19 @@ void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 	if (r)
 		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), &h->legacy);
 	h->last_sync_ns = atomic_load(&rt->last_sync_ns);
+	uint64_t latest = atomic_load(&heirs_latest_ns);
+	while (latest < h->last_sync_ns &&
+	       !atomic_compare_exchange_weak(&heirs_latest_ns, &latest, h->last_sync_ns))
+		;
 	atomic_store(&h->key, name_key(name));
 }
 
 /* The heir slot of name, if its predecessor synced within the window. */
 static struct heir *heir_of(const char *name, uint64_t now)
 {
+	uint64_t latest = atomic_load_explicit(&heirs_latest_ns, memory_order_relaxed);
+	if (!latest || !tdax_tracking_stream(latest, now))
+		return NULL;
 	uint64_t k = name_key(name);
 	for (int i = 0; i < HEIRS; i++)
 		if (atomic_load(&heirs[i].key) == k &&

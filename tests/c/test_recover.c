@@ -332,11 +332,11 @@ static void check_remade(bool renamed, int synced, int kill_after)
 	}
 	struct tdax_dir_slot *slot = &tdax_dirs(dev)->slot[3];
 	atomic_store(&slot->ino, 42); /* what the page cache had: forgotten by the replay */
-	atomic_store(&tdax_dirs(dev)->watched, 1);
+	atomic_store(&tdax_dirs(dev)->watch_left, TDAX_DIRSYNC_WATCH);
 	struct tdax_recover_report r;
 	CHECK(replay(dev, &r) == 0);
 	CHECK(r.nfiles == 1 && live_records(dev) == 0);
-	CHECK(atomic_load(&slot->ino) == 0 && !atomic_load(&tdax_dirs(dev)->watched));
+	CHECK(atomic_load(&slot->ino) == 0 && atomic_load(&tdax_dirs(dev)->watch_left) == 0);
 	if (!synced) {
 		/* No sync of it was answered: nothing to make again. */
 		CHECK(r.files[0].outcome == TDAX_DISCARDED && access(a.path, F_OK) != 0);

@@ -370,3 +370,34 @@ os.rename(old, new)
     rep = json.loads(r.stdout)
     assert [(f["path"], f["outcome"]) for f in rep["files"]] == [(str(diskdir / "log.old"), "recovered")], rep
     assert (diskdir / "log.old").read_bytes() == b"".join(b"%04d\n" % i for i in range(50))
+
+
+WATCH = 64  # TDAX_DIRSYNC_WATCH, src/core/dirs.h
+
+
+@pytest.mark.skipif(not FINE_TIMES, reason="every directory sync is real without fine-grained times")
+def test_the_watch_on_a_directory_lapses_after_many_changes_and_the_next_sync_is_real(dev, diskdir):
+    """A directory sync keeps the next WATCH changes of names looked at
+    (two statx each), so that the one after may be answered from the log;
+    past them nothing is looked at -- a program that creates and removes
+    files far more often than it syncs a directory pays nothing -- and the
+    next directory sync is real, which sets the watch again."""
+    code = r"""
+import os, sys
+d, watch = sys.argv[1], int(sys.argv[2])
+dfd = os.open(d, os.O_RDONLY)
+def made(name):
+    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT, 0o644)  # a create record
+    os.write(fd, b"x"); os.close(fd)
+made("first"); os.fsync(dfd)                  # real: the directory's first
+made("held"); os.fsync(dfd)                   # light: the log holds the create
+for i in range(watch + 8):                    # the watch lapses
+    made("f%d" % i)
+os.fsync(dfd)                                 # real: changes went unlooked at
+made("again"); os.fsync(dfd)                  # light again
+"""
+    before = info(dev)["counters"]
+    tdax_run(dev, code, diskdir, WATCH)
+    c = info(dev)["counters"]
+    assert c["light_dir_syncs"] - before["light_dir_syncs"] == 2, c
+    assert c["logged_creates"] - before["logged_creates"] >= WATCH + 11, c
