@@ -17,7 +17,9 @@
 pmem2_flush_fn tdax_cacheflush_fn(void);
 /* A store fence: every flush before it has reached the persistence domain. */
 void tdax_cacheflush_drain(void);
-/* memcpy, then flush (and drain unless flags has PMEM2_F_MEM_NODRAIN). */
+/* A copy made persistent (drained unless flags has PMEM2_F_MEM_NODRAIN):
+ * memcpy and a flush of each line, or, from 512 bytes on, non-temporal
+ * stores, as libpmem2 copies on real persistent memory. */
 void *tdax_cacheflush_memcpy(void *dst, const void *src, size_t n, unsigned flags);
 
 #endif
