@@ -14,7 +14,8 @@ NONE, TO_UPGRADE, UPGRADING, UPGRADED, TO_DOWNGRADE, DOWNGRADING = range(6)
 LOGGED = {UPGRADED, TO_DOWNGRADE, DOWNGRADING}
 # src/policy/select.h
 KEEP_PCT = 25       # TDAX_SELECT_KEEP_PCT: a promoted file's bonus in the ranking
-RECORD_BYTES = 64   # TDAX_SELECT_RECORD_BYTES: device bytes per record beyond its data
+RECORD_BYTES = 64   # sizeof(struct tdax_rec), log.h: device bytes per record beyond its data
+APPEND_HOLD_NS = 100_000_000  # TDAX_SELECT_APPEND_HOLD_NS: the append reservation
 UNIT_SHIFT = 6      # TDAX_PROFILE_UNIT_SHIFT: profiles count bytes in units of 64
 
 
@@ -63,7 +64,7 @@ class Rates(ctypes.Structure):
 class SelectParams(ctypes.Structure):
     """struct tdax_select_params."""
     _fields_ = [("capacity", ctypes.c_uint64), ("floor", ctypes.c_uint64), ("hold_ns", ctypes.c_uint64),
-                ("keep_pct", ctypes.c_uint32)]
+                ("append_hold_ns", ctypes.c_uint64), ("keep_pct", ctypes.c_uint32)]
 
 
 class Candidate(ctypes.Structure):

@@ -301,9 +301,10 @@ class Selection:
     past the highest end offset seen of the file), writes, and the syncs, over
     a sliding window (the trace has no reads). The candidates of a selection
     are the files profiled within the window; tdax_select ranks those that
-    synced in it by bandwidth and takes them while their footprints -- their
-    records for hold_ns, the write-back age or the window if shorter -- fit
-    `share` of the device. `promoted` (the caller's) is the selection's
+    synced in it by bandwidth and takes them while their footprints -- the
+    blocks their writes in place hold for hold_ns (the write-back age or the
+    window if shorter) and their appends for APPEND_HOLD_NS -- fit `share` of
+    the device. `promoted` (the caller's) is the selection's
     input: those files rank with KEEP_PCT more.
 
     select(t, always) is selection.c's select_now: it applies the ranking
@@ -373,7 +374,8 @@ class Selection:
             self.rates(fid, t, c[i].rates)
             c[i].promoted = fid in self.promoted
         params = ctypes.byref(ctrack.SelectParams(self.capacity() if capacity is None else capacity,
-                                                  self.floor, self.hold, ctrack.KEEP_PCT))
+                                                  self.floor, self.hold, ctrack.APPEND_HOLD_NS,
+                                                  ctrack.KEEP_PCT))
         total = self.lib.tdax_select_total(c, len(fids), params)
         if not (always or frozenset(fids) != self.last_set or self.lib.tdax_select_due(self.last_total, total)):
             return False

@@ -257,13 +257,14 @@ int cmd_device_info(int argc, char **argv)
 		       "\"capacity\": %llu, \"created_unix\": %llu, \"persist_cost_ns\": %llu, "
 		       "\"bandwidth_mbps\": %llu, \"segment_size\": %u, \"segments\": %u, "
 		       "\"segments_free\": %u, \"segments_owned\": %u, \"segments_sealed\": %u, "
+		       "\"segments_arena\": %u, "
 		       "\"log_capacity\": %llu, \"log_used\": %llu, \"live_records\": %llu, "
 		       "\"live_bytes\": %llu, \"files_registered\": %u, \"max_files\": %u, "
 		       "\"sequence\": %llu, \"state\": \"%s\", \"boot_id\": ",
 		       tdax_backend_name(dev->backend), sb->version, uuid,
 		       (unsigned long long)sb->capacity, (unsigned long long)sb->created_unix,
 		       (unsigned long long)sb->persist_cost_ns, (unsigned long long)sb->bandwidth_mbps,
-		       sb->seg_size, sb->nsegs, lu.segs_free, lu.segs_owned, lu.segs_sealed,
+		       sb->seg_size, sb->nsegs, lu.segs_free, lu.segs_owned, lu.segs_sealed, lu.segs_arena,
 		       (unsigned long long)lu.capacity, (unsigned long long)lu.used,
 		       (unsigned long long)lc.records, (unsigned long long)lc.bytes, files,
 		       sb->max_files, (unsigned long long)atomic_load(dev->seq), state);
@@ -277,9 +278,10 @@ int cmd_device_info(int argc, char **argv)
 		text_str(stdout, a.path, PATH_MAX);
 		printf("\nbackend:     %s (%s)\nuuid:        %s\n", tdax_backend_name(dev->backend),
 		       persistence, uuid);
-		printf("capacity:    %llu MiB, %u segments of %u KiB (%u free, %u in use, %u sealed)\n",
+		printf("capacity:    %llu MiB, %u segments of %u KiB (%u free, %u in use -- %u of them "
+		       "block arenas --, %u sealed)\n",
 		       (unsigned long long)(sb->capacity >> 20), sb->nsegs, sb->seg_size >> 10,
-		       lu.segs_free, lu.segs_owned, lu.segs_sealed);
+		       lu.segs_free, lu.segs_owned, lu.segs_arena, lu.segs_sealed);
 		printf("log:         %llu of %llu KiB used; %llu live records (%llu bytes) not yet "
 		       "on flash\n", (unsigned long long)(lu.used >> 10),
 		       (unsigned long long)(lu.capacity >> 10), (unsigned long long)lc.records,

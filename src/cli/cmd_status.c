@@ -205,6 +205,15 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_KERNEL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_UNSELECTED]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]));
+	uint64_t hits = atomic_load(&c[TDAX_ST_CACHE_HITS]), misses = atomic_load(&c[TDAX_ST_CACHE_MISSES]);
+	printf("block cache: %llu hits, %llu misses (%.1f%% hits), %llu filled from the file, %llu "
+	       "evicted, %llu dirty written back, %llu with no free block (into the file at once)\n",
+	       (unsigned long long)hits, (unsigned long long)misses,
+	       hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0,
+	       (unsigned long long)atomic_load(&c[TDAX_ST_CACHE_FILLS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_CACHE_EVICTIONS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_CACHE_WRITEBACKS]),
+	       (unsigned long long)atomic_load(&c[TDAX_ST_CACHE_NOBLOCK]));
 	printf("explicit mappings: %llu persists answered from the log, %llu by the kernel\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PERSISTS_REAL]));
@@ -397,11 +406,19 @@ void tdax_metrics_write(FILE *out, const struct tdax_device *dev)
 		prom_family(out, name, "counter", help);
 		prom_sample(out, dev, name, NULL, NULL, atomic_load(&c[i]));
 	}
+	static const char *const later[TDAX_ST_COUNT - TDAX_ST_MAP_FAULTS] = {
+		"Page faults taken mapping device memory in ahead of use.",
+		"Bytes of device memory mapped in ahead of use.",
+		"Blocks a read or write of a promoted file found in the block cache (bypass mode).",
+		"Blocks a read or write of a promoted file did not find in the block cache.",
+		"Blocks read in from the kernel before a write to a part of them (bypass mode).",
+		"Blocks the block cache let go (S3-FIFO) to keep free blocks at hand.",
+		"Dirty blocks of the block cache written into their files.",
+		"Blocks a write of a promoted file found no free block for (written into the file).",
+	};
 	for (int i = TDAX_ST_MAP_FAULTS; i < TDAX_ST_COUNT; i++) {
 		snprintf(name, sizeof(name), "tdax_%s_total", tdax_stat_name((enum tdax_stat)i));
-		prom_family(out, name, "counter", i == TDAX_ST_MAP_FAULTS
-			    ? "Page faults taken mapping device memory in ahead of use."
-			    : "Bytes of device memory mapped in ahead of use.");
+		prom_family(out, name, "counter", later[i - TDAX_ST_MAP_FAULTS]);
 		prom_sample(out, dev, name, NULL, NULL, atomic_load(&c[i]));
 	}
 	struct tdax_pages pg;

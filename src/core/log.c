@@ -172,6 +172,10 @@ static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
 	if (dead) {
 		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
 		seg_wipe(dev, s);
+		if (s->kind) { /* an arena's blocks are gone now: it is the log's */
+			s->kind = 0;
+			tdax_dev_persist(dev, &s->kind, sizeof(s->kind));
+		}
 	}
 	atomic_store(&s->owner, dead ? TDAX_SEG_FREE : TDAX_SEG_SEALED);
 	tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
@@ -234,6 +238,19 @@ static void count_mapped(const struct tdax_device *dev, uint64_t faults0, uint64
 	atomic_fetch_add_explicit(&c[TDAX_ST_MAP_BYTES], bytes, memory_order_relaxed);
 }
 
+/* A free segment just claimed holds no records and is no arena; one that
+ * says otherwise is damaged or forged: empty it. */
+static void empty_claimed(struct tdax_device *dev, struct tdax_seg *s)
+{
+	if (atomic_load(&s->tail) || s->nslots)
+		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
+	if (s->kind) {
+		seg_wipe(dev, s);
+		s->kind = 0;
+		tdax_dev_persist(dev, &s->kind, sizeof(s->kind));
+	}
+}
+
 /* Claim a free segment for this thread, reclaiming sealed ones if needed. */
 static struct tdax_seg *claim(struct tdax_device *dev)
 {
@@ -247,10 +264,7 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 				try_reclaim(dev, s);
 			uint64_t o = TDAX_SEG_FREE;
 			if (atomic_compare_exchange_strong(&s->owner, &o, mine.owner)) {
-				/* A free segment holds no records; one that says
-				 * otherwise is damaged or forged: empty it. */
-				if (atomic_load(&s->tail) || s->nslots)
-					seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
+				empty_claimed(dev, s);
 				mine.seg = (int32_t)i;
 				mine.nslots = 0;
 				mine.tail = 0;
@@ -332,7 +346,7 @@ static void map_ahead(const struct tdax_device *dev, struct tdax_seg *s, uint64_
 }
 
 static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_t fgen, uint64_t off,
-		  const void *data, uint32_t len, uint64_t *seq, const void **where)
+		  const void *data, uint32_t len, uint64_t *seq)
 {
 	if (len > tdax_log_max_len(dev))
 		return -EFBIG;
@@ -372,27 +386,19 @@ static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_
 	 * machine (docs/performance.md, "Explicit mappings: a persist"). */
 	atomic_store_explicit(&s->tail, mine.tail, memory_order_release);
 	*seq = h.seq;
-	if (where)
-		*where = at + sizeof(h);
 	return 0;
 }
 
 int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
 		    const void *data, uint32_t len, uint64_t *seq)
 {
-	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq, NULL);
-}
-
-int tdax_log_append_at(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
-		       const void *data, uint32_t len, uint64_t *seq, const void **where)
-{
-	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq, where);
+	return append(dev, TDAX_REC_WRITE, file, fgen, off, data, len, seq);
 }
 
 int tdax_log_truncate(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t size,
 		      uint64_t *seq)
 {
-	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq, NULL);
+	return append(dev, TDAX_REC_TRUNCATE, file, fgen, size, NULL, 0, seq);
 }
 
 int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *from,
@@ -404,7 +410,7 @@ int tdax_log_rename(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 		return -EINVAL;
 	memcpy(names, from, a + 1);
 	memcpy(names + a + 1, to, b + 1);
-	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq, NULL);
+	return append(dev, TDAX_REC_RENAME, file, fgen, 0, names, (uint32_t)(a + b + 2), seq);
 }
 
 int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const char *path,
@@ -413,14 +419,14 @@ int tdax_log_create(struct tdax_device *dev, uint32_t file, uint32_t fgen, const
 	size_t n = strlen(path);
 	if (n >= TDAX_FILE_PATH_MAX)
 		return -EINVAL;
-	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq, NULL);
+	return append(dev, TDAX_REC_CREATE, file, fgen, mode & 07777, path, (uint32_t)(n + 1), seq);
 }
 
 int tdax_log_fallocate(struct tdax_device *dev, uint32_t file, uint32_t fgen, int mode, uint64_t off,
 		       uint64_t len, uint64_t *seq)
 {
 	struct tdax_rec_falloc a = { .len = len, .mode = (uint32_t)mode };
-	return append(dev, TDAX_REC_FALLOCATE, file, fgen, off, &a, sizeof(a), seq, NULL);
+	return append(dev, TDAX_REC_FALLOCATE, file, fgen, off, &a, sizeof(a), seq);
 }
 
 const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data)
@@ -445,6 +451,33 @@ void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uin
 	tdax_log_reclaim(dev);
 }
 
+int64_t tdax_log_claim_arena(struct tdax_device *dev)
+{
+	uint64_t me = my_owner_id();
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		struct tdax_seg *s = tdax_seg_at(dev, i);
+		uint64_t o = TDAX_SEG_FREE;
+		if (atomic_load(&s->owner) != TDAX_SEG_FREE ||
+		    !atomic_compare_exchange_strong(&s->owner, &o, me))
+			continue;
+		empty_claimed(dev, s);
+		s->kind = TDAX_SEG_ARENA;
+		tdax_dev_persist(dev, &s->kind, sizeof(s->kind)); /* before any block is written */
+		return i;
+	}
+	return -1;
+}
+
+void tdax_log_release_arena(struct tdax_device *dev, uint32_t seg, uint64_t used)
+{
+	struct tdax_seg *s = tdax_seg_at(dev, seg);
+	uint64_t w = in_room(dev, s->written);
+	s->written = in_room(dev, used) > w ? in_room(dev, used) : w;
+	tdax_dev_persist(dev, &s->written, sizeof(s->written));
+	atomic_store(&s->owner, TDAX_SEG_SEALED);
+	tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
+}
+
 uint32_t tdax_log_live_owner(const struct tdax_device *dev)
 {
 	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
@@ -467,6 +500,10 @@ void tdax_log_usage(const struct tdax_device *dev, struct tdax_log_usage *u)
 			u->segs_free++;
 		} else if (o == TDAX_SEG_SEALED) {
 			u->segs_sealed++;
+			u->used += room;
+		} else if (s->kind == TDAX_SEG_ARENA) {
+			u->segs_owned++;
+			u->segs_arena++;
 			u->used += room;
 		} else {
 			u->segs_owned++;
@@ -515,8 +552,8 @@ static int scan_seg(struct tdax_device *dev, uint32_t i, const struct tdax_scan_
 	uint64_t end = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
 	uint32_t e = s->epoch;
 	uint64_t o = atomic_load(&s->owner);
-	if (cb->exact && o == TDAX_SEG_FREE)
-		return 0;
+	if ((cb->exact && o == TDAX_SEG_FREE) || s->kind == TDAX_SEG_ARENA)
+		return 0; /* (an arena's bytes are files' blocks, never records) */
 	if (cb->exact || (o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED && owner_alive(o))) {
 		/* A live writer (or any, when memory is exact): only what it has
 		 * finished (tail is stored after the record) is there to read. */

@@ -74,6 +74,7 @@ _Static_assert(sizeof(struct tdax_rec) == TDAX_CACHELINE, "record header is one 
 
 #define TDAX_SEG_FREE 0ull
 #define TDAX_SEG_SEALED UINT64_MAX
+#define TDAX_SEG_ARENA 1u /* tdax_seg.kind */
 
 struct tdax_seg_slot {
 	uint32_t file;
@@ -93,7 +94,11 @@ struct tdax_seg {
 	uint32_t nslots;
 	_Atomic uint64_t tail;  /* bytes of records written after the header */
 	struct tdax_seg_slot slot[TDAX_SEG_SLOTS]; /* files with records here */
-	uint64_t written;       /* bytes that may hold old records: wiped at reclaim */
+	uint64_t written;       /* bytes that may hold old records or blocks: wiped at reclaim */
+	/* TDAX_SEG_ARENA: a process's block cache has it (no records: no scan
+	 * reads it), set before any block is written in it and cleared after
+	 * its wipe; 0: the log's. */
+	uint32_t kind;
 };
 _Static_assert(sizeof(struct tdax_seg) <= TDAX_SEG_HEADER_SIZE, "segment header size");
 
@@ -125,12 +130,6 @@ uint32_t tdax_log_max_len(const struct tdax_device *dev);
  */
 int tdax_log_append(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
 		    const void *data, uint32_t len, uint64_t *seq);
-
-/* tdax_log_append, and where the record's bytes now lie in the device
- * (*where; valid until the record is released): bypass mode writes a
- * promoted file's bytes in from there, without a scan of the log. */
-int tdax_log_append_at(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t off,
-		       const void *data, uint32_t len, uint64_t *seq, const void **where);
 
 /* Append a truncate of (file, fgen) to size, persistent on return; returns
  * as tdax_log_append. */
@@ -175,6 +174,20 @@ unsigned tdax_log_seal_dead(struct tdax_device *dev);
 /* Reuse every sealed segment whose records are all dead. */
 void tdax_log_reclaim(struct tdax_device *dev);
 
+/*
+ * Block arenas (bypass mode's block cache, preload/cache.h): a free segment
+ * taken by the calling thread (its owner, as a writer's: when the thread is
+ * gone the segment is sealed and reclaimed) to hold blocks of files, not
+ * records. It says so in its header, persistently, before it is returned:
+ * no scan ever reads its bytes as records, whatever they hold. Its blocks
+ * are the room after the header's first `block` bytes. Returns the
+ * segment's index, or -1 if no segment is free.
+ */
+int64_t tdax_log_claim_arena(struct tdax_device *dev);
+/* The arena goes back to the log: sealed, its first `used` bytes (after
+ * the header) wiped when it is reclaimed. */
+void tdax_log_release_arena(struct tdax_device *dev, uint32_t seg, uint64_t used);
+
 /* A live owner of some segment (pid), or 0 if no process is writing. */
 uint32_t tdax_log_live_owner(const struct tdax_device *dev);
 
@@ -182,6 +195,7 @@ struct tdax_log_usage {
 	uint64_t capacity;   /* bytes of all segments */
 	uint64_t used;       /* bytes not available to new records */
 	uint32_t segs_free, segs_owned, segs_sealed;
+	uint32_t segs_arena; /* of the owned ones: block arenas */
 };
 void tdax_log_usage(const struct tdax_device *dev, struct tdax_log_usage *u);
 

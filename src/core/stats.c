@@ -36,11 +36,13 @@ const char *tdax_stat_name(enum tdax_stat s)
 		"real_sync_ns_le_1048576", "real_sync_ns_le_4194304", "real_sync_ns_le_16777216",
 		"real_sync_ns_le_inf", "real_sync_ns_sum",
 	};
-	if (s == TDAX_ST_MAP_FAULTS)
-		return "map_faults";
-	if (s == TDAX_ST_MAP_BYTES)
-		return "map_bytes";
+	static const char *const after[TDAX_ST_COUNT - TDAX_ST_MAP_FAULTS] = {
+		"map_faults", "map_bytes", "cache_hits", "cache_misses", "cache_fills", "cache_evictions",
+		"cache_writebacks", "cache_noblock",
+	};
+	if (s >= TDAX_ST_MAP_FAULTS)
+		return s < TDAX_ST_COUNT ? after[s - TDAX_ST_MAP_FAULTS] : "unknown";
 	if (s >= TDAX_ST_LAT0)
-		return s < TDAX_ST_MAP_FAULTS ? lat[s - TDAX_ST_LAT0] : "unknown";
+		return lat[s - TDAX_ST_LAT0];
 	return s < TDAX_ST_FALLBACK0 ? names[s] : tdax_fallback_name((enum tdax_fallback)(s - TDAX_ST_FALLBACK0));
 }

@@ -79,6 +79,13 @@ enum tdax_stat {
 	 * them alone.) */
 	TDAX_ST_MAP_FAULTS = TDAX_ST_LAT0 + 2 * (10 + 1),
 	TDAX_ST_MAP_BYTES,
+	/* Bypass mode's block cache (preload/cache.h), by block: */
+	TDAX_ST_CACHE_HITS,      /* blocks a read or write of a promoted file found cached */
+	TDAX_ST_CACHE_MISSES,    /* blocks it did not: read from the kernel, or taken from the pool */
+	TDAX_ST_CACHE_FILLS,     /* blocks read in from the kernel before a write to a part of them */
+	TDAX_ST_CACHE_EVICTIONS, /* blocks S3-FIFO let go to keep the pool of free blocks */
+	TDAX_ST_CACHE_WRITEBACKS, /* dirty blocks written into their file (evicted or demoted) */
+	TDAX_ST_CACHE_NOBLOCK,   /* blocks a write found no free block for: into the file at once */
 	TDAX_ST_COUNT
 };
 

@@ -61,11 +61,10 @@ uint64_t tdax_select_bandwidth(const struct tdax_rates *r)
 	return r->read + r->write + r->append;
 }
 
-/* What a file would hold in the device: its records for hold_ns. */
-static uint64_t footprint(const struct tdax_rates *r, uint64_t hold_ns)
+/* What a file would hold in the block cache (select.h). */
+static uint64_t footprint(const struct tdax_rates *r, const struct tdax_select_params *p)
 {
-	uint64_t per_s = r->write + r->append + r->ops * TDAX_SELECT_RECORD_BYTES;
-	return per_s * (hold_ns / 1000000u) / 1000u;
+	return (r->write * (p->hold_ns / 1000000u) + r->append * (p->append_hold_ns / 1000000u)) / 1000u;
 }
 
 /* Its place in the ranking: a promoted file's bandwidth with its bonus;
@@ -93,7 +92,7 @@ uint64_t tdax_select(struct tdax_candidate *c, uint32_t *order, size_t n,
 	uint64_t total = 0;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		c[i].footprint = footprint(&c[i].rates, p->hold_ns);
+		c[i].footprint = footprint(&c[i].rates, p);
 		c[i].selected = false;
 		if (!(c[i].score = rank(&c[i], p)))
 			continue;

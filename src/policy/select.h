@@ -18,9 +18,13 @@
  * Candidates are ranked by bandwidth and taken greedily, largest first,
  * while their footprints fit the capacity (a file that does not fit is
  * skipped, a smaller one after it may fit). A file's footprint is what it
- * would hold in the device: its records (bytes written and appended, and a
- * header per write) for as long as they live before the write-back takes
- * them (hold_ns). Hysteresis: a promoted file ranks with its bandwidth
+ * would hold in the device's block cache (preload/cache.h): the blocks its
+ * writes in place keep for as long as they live before the write-back
+ * takes them (hold_ns), and the blocks its appends need before the cache
+ * writes them into the file to make room -- the paper's §4.4 append
+ * reservation, a short time of the append bandwidth (append_hold_ns): an
+ * appended block is not written again. Reads take no block (the cache
+ * allocates at writes). Hysteresis: a promoted file ranks with its bandwidth
  * raised by keep_pct, and stays a candidate down to half the floor, so two
  * files of about the same bandwidth do not take turns.
  *
@@ -38,7 +42,6 @@
 #include "core/ranges.h"
 
 #define TDAX_PROFILE_UNIT_SHIFT 6 /* bytes are counted in units of 64 */
-#define TDAX_SELECT_RECORD_BYTES 64 /* device bytes per record beyond its data (log.h's header) */
 
 struct tdax_profile {
 	struct tdax_window rd, wr, ap; /* units read, written in place, appended */
@@ -67,11 +70,16 @@ void tdax_profile_rates(const struct tdax_profile *p, uint64_t window_ns, uint64
 struct tdax_select_params {
 	uint64_t capacity; /* device bytes bypass mode may hold */
 	uint64_t floor;    /* bytes per second below which a file is no candidate */
-	uint64_t hold_ns;  /* how long a record lives before the write-back takes it */
+	uint64_t hold_ns;  /* how long a written block lives before the write-back takes it */
+	uint64_t append_hold_ns; /* how long an appended one does: the append reservation */
 	uint32_t keep_pct; /* a promoted file's bonus in the ranking */
 };
 
 #define TDAX_SELECT_KEEP_PCT 25
+/* The runtime's append reservation: the appends of this long. The block
+ * cache's pool is refilled at every write-back pass (10 ms by default);
+ * ten of them leave a writer room to spare. */
+#define TDAX_SELECT_APPEND_HOLD_NS (100 * 1000000ull)
 
 /* One file of a selection: its rates and whether it is promoted now (in);
  * its place in the ranking (0: no candidate), its footprint and whether it

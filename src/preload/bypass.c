@@ -66,12 +66,12 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    tdax_mapped_file(idx) ||
 	    !tdax_lease_check(fd, rt))
 		return;
-	if (!tdax_selection_takes(b) || !tdax_promoted_ready(b))
+	if (!tdax_selection_takes(b))
 		return;
 	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
 	uint64_t size;
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
-	if (pos < 0 || fl < 0 || tdax_file_size(fd, &size) != 0)
+	if (pos < 0 || fl < 0 || tdax_file_size(fd, &size) != 0 || !tdax_cache_promote(&b->cached, idx, size))
 		return;
 	atomic_store(&b->pos, (uint64_t)pos);
 	atomic_store(&b->size, size);
@@ -97,12 +97,13 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 }
 
 /*
- * A write of promoted file b through its descriptor: records only. Where
- * it lands is taken (the position moved, the size grown) before the copy,
- * with single atomic steps, so that a signal handler's write on this
- * thread lands after it; a demotion by such a handler meanwhile (which
- * may have missed the record being copied) is seen after the copy, and
- * the bytes then go to the file too.
+ * A write of promoted file b through its descriptor: a record, then its
+ * blocks (cache.h), no system call. Where it lands is taken (the position
+ * moved, the size grown) before the copies, with single atomic steps, so
+ * that a signal handler's write on this thread lands after it; a demotion
+ * by such a handler meanwhile (which wrote the blocks in before this
+ * write's copy, and drops them at the lock's last release) is seen after
+ * the copies, and the bytes then go to the file too.
  */
 static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e, const struct iovec *iov, int n,
 			off_t off, int rwf)
@@ -130,7 +131,7 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 	tdax_selection_wrote(b, len, at_end || at >= atomic_load(&b->size) - len);
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */
 	tdax_tracking_write(idx, e->gen, at, len);
-	if (!tdax_coherent_log_only(e, at, iov, n, len, tdax_promoted_note, b)) {
+	if (!tdax_coherent_log_only(e, at, iov, n, len)) {
 		/* The log is full: the file's records go into it, then this
 		 * write, which no record covers -- the next sync is real. */
 		if (b->fd >= 0)
@@ -141,6 +142,8 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 		errno = err;
 		return w < 0 ? -1 : (ssize_t)len;
 	}
+	if (b->epoch == epoch && tdax_cache_write(&b->cached, fd, at, iov, n, len) != 0)
+		return -1;
 	if (b->epoch != epoch && TDAX_REAL(pwritev)(fd, iov, n, (off_t)at) < 0)
 		return -1;
 	if (off < 0)
@@ -157,17 +160,11 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	tdax_promoted_lock(b);
 	ssize_t r;
 	const struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
-	/* (Room for its notes: past them the file is demoted, written in
-	 * from its notes, and promoted again at its next sync.) */
-	if (b->fd == fd && !(rwf & ~DEFERRABLE) &&
-	    (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed)) &&
-	    tdax_promoted_room(b, (uint32_t)(tdax_iov_bytes(iov, n) / TDAX_COHERENT_CHUNK) + 2)) {
+	if (b->fd == fd && !(rwf & ~DEFERRABLE) && (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed))) {
 		r = deferred(b, fd, e, iov, n, off, rwf);
 	} else {
 		if (b->fd >= 0)
-			tdax_promoted_demote(b, e->file_plus1 - 1, -1,
-					     b->fd == fd && !(rwf & ~DEFERRABLE) ? TDAX_ST_DEMOTED_FULL
-										  : TDAX_ST_DEMOTED_KERNEL);
+			tdax_promoted_demote(b, e->file_plus1 - 1, -1, TDAX_ST_DEMOTED_KERNEL);
 		r = tdax_coherent_write(fd, e, iov, n, off, rwf);
 		if (r > 0)
 			tdax_selection_wrote(b, (uint64_t)r, ((e->flags & TDAX_FD_APPEND) && !(rwf & RWF_NOAPPEND)) ||

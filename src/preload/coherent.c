@@ -32,10 +32,8 @@ void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why)
 	tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 }
 
-/* Log r bytes of iov at off (note: told where each record went, or
- * NULL); false if any part could not be logged. */
-static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
-		    size_t r, tdax_rec_note_fn *note, void *ctx)
+/* Log r bytes of iov at off; false if any part could not be logged. */
+static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt, size_t r)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	for (int i = 0; i < iovcnt && r > 0; i++) {
@@ -45,11 +43,8 @@ static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec
 		while (n > 0) {
 			uint32_t c = n < TDAX_COHERENT_CHUNK ? (uint32_t)n : TDAX_COHERENT_CHUNK;
 			uint64_t seq;
-			const void *where;
-			if (tdax_log_append_at(dev, idx, gen, off, p, c, &seq, &where) != 0)
+			if (tdax_log_append(dev, idx, gen, off, p, c, &seq) != 0)
 				return false;
-			if (note)
-				note(ctx, seq, off, where, c);
 			p += c;
 			off += c;
 			n -= c;
@@ -110,13 +105,13 @@ static void has_records(uint32_t idx)
  * much as the append itself); they are taken back if the log could not
  * take the bytes. (has_records, after, loads first.) */
 static bool log_counted(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec *iov, int iovcnt,
-			size_t r, tdax_rec_note_fn *note, void *ctx)
+			size_t r)
 {
 	_Atomic uint64_t *logged = &tdax_rt_of(idx)->logged_bytes;
 	atomic_fetch_add_explicit(logged, r, memory_order_relaxed);
 	tdax_count(TDAX_ST_LOGGED_WRITES, 1);
 	tdax_count(TDAX_ST_LOGGED_BYTES, r);
-	bool ok = log_iov(idx, gen, off, iov, iovcnt, r, note, ctx);
+	bool ok = log_iov(idx, gen, off, iov, iovcnt, r);
 	has_records(idx); /* after: a checkpoint between would leave the record unlooked at */
 	if (!ok) {
 		atomic_fetch_sub_explicit(logged, r, memory_order_relaxed);
@@ -154,7 +149,7 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 		has_records(idx);
 	}
 #endif
-	if (logs && !log_counted(idx, e->gen, off, iov, iovcnt, r, NULL, NULL))
+	if (logs && !log_counted(idx, e->gen, off, iov, iovcnt, r))
 		why = TDAX_FB_LOG_FULL;
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r,
@@ -169,12 +164,12 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 }
 
 bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
-			    size_t r, tdax_rec_note_fn *note, void *ctx)
+			    size_t r)
 {
 	uint32_t idx = e->file_plus1 - 1;
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)r, 0);
-	return log_counted(idx, e->gen, off, iov, iovcnt, r, note, ctx);
+	return log_counted(idx, e->gen, off, iov, iovcnt, r);
 }
 
 /*
@@ -198,7 +193,7 @@ bool tdax_coherent_persist(uint32_t idx, uint32_t gen, uint64_t off, const void 
 	struct iovec iov = { (void *)p, len };
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_WRITE, idx, off, (uint32_t)len, 0);
-	if (!log_counted(idx, gen, off, &iov, 1, len, NULL, NULL))
+	if (!log_counted(idx, gen, off, &iov, 1, len))
 		return false;
 	/* (The append drained its record: durable now.) */
 	if (atomic_load(&tdax_rt.lost)) /* the region went away meanwhile (watch.h) */

@@ -67,16 +67,11 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 /* One record carries at most this much; larger writes become several. */
 #define TDAX_COHERENT_CHUNK (256u << 10)
 
-/* Where a record's bytes went: its sequence number, file offset and
- * length, and its bytes in the device. */
-typedef void tdax_rec_note_fn(void *ctx, uint64_t seq, uint64_t off, const void *data, uint32_t len);
-
 /* Log r bytes of iov at off as records of the file (entry e's) and count
- * them; no kernel write (bypass.h: a promoted file's write); note(ctx, ...)
- * for each record written. False if the log could not take all of them (a
- * part may be logged). */
+ * them; no kernel write (bypass.h: a promoted file's write). False if the
+ * log could not take all of them (a part may be logged). */
 bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
-			    size_t r, tdax_rec_note_fn *note, void *ctx);
+			    size_t r);
 
 /* Bytes p[0..len) of an explicit mapping (explicit.h) are at off of file
  * (idx, gen) in the page cache: log them, if every range under them is

@@ -56,10 +56,18 @@ void tdax_promoted_lock(struct tdax_promoted *b)
 	b->depth = 1;
 }
 
+/* At the last release, a demotion's blocks go (cache.h: not before, so
+ * that no write of this thread is still copying into one). */
 void tdax_promoted_unlock(struct tdax_promoted *b)
 {
-	if (--b->depth == 0)
-		atomic_store_explicit(&b->owner, 0, memory_order_release);
+	if (b->depth > 1) {
+		b->depth--;
+		return;
+	}
+	if (b->cached.drop)
+		tdax_cache_drop(&b->cached);
+	b->depth = 0;
+	atomic_store_explicit(&b->owner, 0, memory_order_release);
 }
 
 /* This process's start time (util.h): with its pid, what an entry's
@@ -101,99 +109,18 @@ struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e)
 }
 
 /*
- * Demote b (locked, promoted): write its records into the file through
- * fd_here (a number of this thread's table for the same open file; -1:
- * reach the application's), put the position back, and go on coherent.
- * A failure to write them keeps them (rt.rewrite: every checkpoint tries
- * again) and is the next sync's error, as a failed write-back is.
+ * Demote b (locked, promoted): write its dirty blocks into the file
+ * through fd_here (a number of this thread's table for the same open file;
+ * -1: reach the application's), put the position back, and go on
+ * coherent. A failure to write them keeps the records (rt.rewrite: every
+ * checkpoint writes them in again) and is the next sync's error, as a
+ * failed write-back is.
  */
-bool tdax_promoted_ready(struct tdax_promoted *b)
-{
-	if (!b->notes) {
-		void *m = tdax_sys_mmap(NULL, TDAX_PROMOTED_NOTES * sizeof(*b->notes), PROT_READ | PROT_WRITE,
-					MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED)
-			return false;
-		b->notes = m;
-	}
-	atomic_store(&b->nnotes, 0);
-	atomic_store(&b->lost, false);
-	return true;
-}
-
-/* Reserved first, filled, then published by its data pointer: a demotion
- * from a signal handler inside skips a note not yet whole (its write,
- * seeing the epoch move, puts its bytes in the file itself, bypass.c). */
-void tdax_promoted_note(void *ctx, uint64_t seq, uint64_t off, const void *data, uint32_t len)
-{
-	struct tdax_promoted *b = ctx;
-	uint32_t i = atomic_fetch_add(&b->nnotes, 1);
-	if (i >= TDAX_PROMOTED_NOTES || !b->notes) {
-		atomic_store(&b->lost, true);
-		return;
-	}
-	b->notes[i].seq = seq;
-	b->notes[i].off = off;
-	b->notes[i].len = len;
-	__atomic_store_n(&b->notes[i].data, data, __ATOMIC_RELEASE);
-}
-
-/* Records written together: what one pwritev takes (4 KiB of stack, which
- * a signal handler's may have to spare). */
-#define BATCH 256
-
-/*
- * The bytes of b's deferred records into the file through fd, in the order
- * they were written, contiguous ones in one pwritev (an append stream: 256
- * records a call); with a scan of the log only if a note was missed. Only
- * these: what the file's records from before its promotion say, the page
- * cache has (no promotion while a write was uncovered).
- */
-static int write_in(struct tdax_promoted *b, uint32_t idx, int fd)
-{
-	uint32_t n = atomic_load(&b->nnotes);
-	if (atomic_load(&b->lost) || n > TDAX_PROMOTED_NOTES || !b->notes)
-		return tdax_replay_file(tdax_rt.dev, idx, b->gen, fd);
-	struct tdax_deferred *v = b->notes;
-	/* By number: a signal handler's write may have noted itself inside
-	 * another's. Nearly sorted, so an insertion sort. */
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t j = i; j > 0 && v[j - 1].seq > v[j].seq; j--) {
-			struct tdax_deferred t = v[j - 1];
-			v[j - 1] = v[j];
-			v[j] = t;
-		}
-	int lifted = tdax_append_lift(fd);
-	if (lifted < 0)
-		return -1;
-	struct iovec iov[BATCH];
-	int cnt = 0, rc = 0;
-	uint64_t start = 0, next = 0;
-	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		const void *d = __atomic_load_n(&v[i].data, __ATOMIC_ACQUIRE);
-		if (!d)
-			continue;
-		if (cnt && (v[i].off != next || cnt == BATCH)) {
-			rc = tdax_sys_pwritev_all(fd, iov, cnt, start);
-			cnt = 0;
-		}
-		if (!cnt)
-			start = v[i].off;
-		iov[cnt++] = (struct iovec){ (void *)d, v[i].len };
-		next = v[i].off + v[i].len;
-	}
-	if (rc == 0 && cnt)
-		rc = tdax_sys_pwritev_all(fd, iov, cnt, start);
-	if (lifted)
-		tdax_append_restore(fd);
-	return rc;
-}
-
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	int use = fd_here >= 0 ? fd_here : tdax_lease_reach(b->fd);
-	int rc = use < 0 ? -1 : write_in(b, idx, use);
+	int rc = use < 0 ? -1 : tdax_cache_write_back(&b->cached, use);
 	int err = use < 0 ? EBADF : errno;
 	if (use >= 0 && tdax_syscall(SYS_lseek, use, (off_t)atomic_load(&b->pos), SEEK_SET) < 0 && rc == 0) {
 		rc = -1;
@@ -214,22 +141,15 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
 		if (tdax_tracing)
 			tdax_trace_event(TDAX_TR_META, idx, 0, 0, TDAX_FB_WB_ERROR);
 	}
+	b->cached.drop = true; /* (even if the write-back failed: the records say what the file lacks) */
 	b->fd = -1;
 	b->epoch++;
-	/* The notes start empty at the next promotion: a reserved note is
-	 * whole only once its data pointer is set. */
-	uint32_t n = atomic_load(&b->nnotes);
-	for (uint32_t i = 0; b->notes && i < n && i < TDAX_PROMOTED_NOTES; i++)
-		__atomic_store_n(&b->notes[i].data, NULL, __ATOMIC_RELAXED);
 	atomic_fetch_sub(&tdax_fds_promoted, 1);
 	tdax_count(TDAX_ST_DEMOTIONS, 1);
 	tdax_count(why, 1);
 	return rc;
 }
 
-/* Reads are served while a file has at most this many notes: each read
- * looks through all of them (a few microseconds at most). */
-#define READ_NOTES_MAX 4096u
 /* iovec entries of a read served (more: demoted and read by the kernel). */
 #define READ_IOV_MAX 64
 
@@ -250,26 +170,6 @@ static struct tdax_promoted *locked_if_promoted(int fd)
 	return NULL;
 }
 
-/* Copy len bytes from src (NULL: zeros) to offset at of the buffers iov[0..n). */
-static void put(const struct iovec *iov, int n, size_t at, const char *src, size_t len)
-{
-	for (int i = 0; i < n && len > 0; i++) {
-		if (at >= iov[i].iov_len) {
-			at -= iov[i].iov_len;
-			continue;
-		}
-		size_t c = iov[i].iov_len - at < len ? iov[i].iov_len - at : len;
-		if (src)
-			memcpy((char *)iov[i].iov_base + at, src, c);
-		else
-			memset((char *)iov[i].iov_base + at, 0, c);
-		at = 0;
-		len -= c;
-		if (src)
-			src += c;
-	}
-}
-
 bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off, ssize_t *res)
 {
 	if (n < 0 || n > READ_IOV_MAX)
@@ -277,8 +177,7 @@ bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off
 	struct tdax_promoted *b = locked_if_promoted(fd);
 	if (!b)
 		return false;
-	uint32_t nn = atomic_load(&b->nnotes);
-	if (!b->readable || atomic_load(&b->lost) || nn > READ_NOTES_MAX) {
+	if (!b->readable) {
 		tdax_promoted_unlock(b);
 		return false;
 	}
@@ -289,32 +188,35 @@ bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off
 		len = size - at < want ? (size_t)(size - at) : want;
 	if (len > 0x7ffff000u)
 		len = 0x7ffff000u; /* Linux's most for one read */
-	/* The kernel's copy of [at, at + len); beyond its end, zeros... */
-	struct iovec t[READ_IOV_MAX];
-	int tn = 0;
-	for (size_t left = len; tn < n && left > 0; tn++) {
-		t[tn] = iov[tn];
-		if (t[tn].iov_len > left)
-			t[tn].iov_len = left;
-		left -= t[tn].iov_len;
-	}
-	ssize_t k = len ? tdax_syscall(SYS_preadv, fd, t, tn, (long)at, 0) : 0;
-	if (k < 0) {
-		int err = errno;
-		tdax_promoted_unlock(b);
-		errno = err;
-		*res = -1;
-		return true;
-	}
-	put(t, tn, (size_t)k, NULL, len - (size_t)k);
-	/* ...and the deferred records over it, in the order written. */
-	for (uint32_t i = 0; i < nn && len > 0; i++) {
-		const struct tdax_deferred *v = &b->notes[i];
-		const char *d = __atomic_load_n(&v->data, __ATOMIC_ACQUIRE);
-		uint64_t lo = v->off > at ? v->off : at;
-		uint64_t hi = v->off + v->len < at + len ? v->off + v->len : at + len;
-		if (d && lo < hi)
-			put(t, tn, (size_t)(lo - at), d + (lo - v->off), (size_t)(hi - lo));
+	/* From the blocks if every one is cached; else the kernel's copy of
+	 * [at, at + len) (zeros beyond its end), the cached blocks over it. */
+	if (!tdax_cache_read(&b->cached, at, iov, n, len)) {
+		struct iovec t[READ_IOV_MAX];
+		int tn = 0;
+		for (size_t left = len; tn < n && left > 0; tn++) {
+			t[tn] = iov[tn];
+			if (t[tn].iov_len > left)
+				t[tn].iov_len = left;
+			left -= t[tn].iov_len;
+		}
+		ssize_t k = len ? tdax_syscall(SYS_preadv, fd, t, tn, (long)at, 0) : 0;
+		if (k < 0) {
+			int err = errno;
+			tdax_promoted_unlock(b);
+			errno = err;
+			*res = -1;
+			return true;
+		}
+		for (int i = 0, skip = (int)k; i < tn && (size_t)k < len; i++) {
+			/* zeros past the kernel's end */
+			if ((size_t)skip >= t[i].iov_len) {
+				skip -= (int)t[i].iov_len;
+				continue;
+			}
+			memset((char *)t[i].iov_base + skip, 0, t[i].iov_len - (size_t)skip);
+			skip = 0;
+		}
+		tdax_cache_overlay(&b->cached, at, t, tn, len);
 	}
 	if (off < 0) {
 		atomic_store(&b->pos, at + len);
@@ -515,7 +417,9 @@ void tdax_promoted_after_fork_child(void)
 		files[i].syncs = 0;
 		files[i].depth = 0;
 		atomic_store(&files[i].owner, 0);
+		tdax_cache_forget(&files[i].cached);
 	}
+	tdax_cache_after_fork_child();
 	atomic_store(&tdax_fds_promoted, 0);
 	atomic_store(&frozen, false);
 }
@@ -542,6 +446,26 @@ void tdax_promoted_checkpoint_end(uint32_t idx)
 	tdax_promoted_unlock(b);
 }
 
+/* Evict victims v[0..n) of one file: their bytes written into it without
+ * its lock (a write meanwhile keeps its block; a demotion waits for it). */
+static void evict(struct tdax_cache_victim *v, uint32_t n)
+{
+	if (v->file >= nfiles)
+		return;
+	struct tdax_promoted *b = &files[v->file];
+	tdax_promoted_lock(b);
+	int fd = b->fd;
+	tdax_cache_evict_begin(&b->cached, v, n);
+	tdax_promoted_unlock(b);
+	int use = fd >= 0 ? tdax_lease_reach(fd) : -1;
+	bool written = tdax_cache_evict_write(&b->cached, v, n, use) == 0;
+	if (use >= 0 && use != fd)
+		tdax_syscall(SYS_close, use);
+	tdax_promoted_lock(b);
+	tdax_cache_evict_end(&b->cached, v, n, written);
+	tdax_promoted_unlock(b);
+}
+
 void tdax_promoted_serve_breaks(void)
 {
 	int fd;
@@ -555,5 +479,30 @@ void tdax_promoted_serve_breaks(void)
 			tdax_promoted_unlock(b);
 		}
 		tdax_lease_finish_break(fd);
+	}
+}
+
+/* Evictions in groups of this many victims, each group's blocks of one
+ * file written in one pass of its lock. */
+#define VICTIMS 32
+
+void tdax_promoted_serve_cache(void)
+{
+	struct tdax_cache_victim v[VICTIMS];
+	uint32_t n;
+	while (tdax_cache_serve() && (n = tdax_cache_victims(v, VICTIMS)) > 0) {
+		/* By file: the victims of one file together (a few files at most
+		 * are promoted in one process). */
+		for (uint32_t i = 0; i < n;) {
+			uint32_t j = i + 1;
+			for (uint32_t k = i + 1; k < n; k++)
+				if (v[k].file == v[i].file) {
+					struct tdax_cache_victim t = v[j];
+					v[j++] = v[k];
+					v[k] = t;
+				}
+			evict(v + i, j - i);
+			i = j;
+		}
 	}
 }

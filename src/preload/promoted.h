@@ -4,9 +4,10 @@
  * must see a promoted file's bytes in the kernel first (the hooks that
  * read or hand a file on, checkpoints, lease breaks, fork, exit).
  *
- * The device holds the promoted file's bytes as log records, and the file
- * notes where they are. Reads, lseek and fstat through its own descriptor
- * are served from the kernel's copy with those records laid over it (below);
+ * The device holds the promoted file's bytes as log records (what is
+ * durable) and in its blocks of the block cache (cache.h: what the file
+ * lacks). Reads, lseek and fstat through its own descriptor are served
+ * from the blocks, and from the kernel's copy where no block is (below);
  * everything else that could see the kernel's copy demotes it first, in
  * this process (a stat by name, mmap, close, dup, fcntl, a read with flags,
  * sendfile/splice/copy_file_range, fork, exec, sending it over a socket,
@@ -44,26 +45,13 @@
 
 #include "core/stats.h"
 #include "policy/select.h"
+#include "preload/cache.h"
 #include "preload/fdtable.h"
-
-/* Where one deferred record's bytes lie in the device (data: NULL until
- * the note is complete). */
-struct tdax_deferred {
-	uint64_t seq, off;
-	uint32_t len;
-	const void *data; /* stored last (release), read first (acquire) */
-};
-
-/* The notes a promoted file keeps (8 MiB of address space, touched as
- * used): past them a write demotes the file first, so that a demotion
- * never needs a scan of the whole log. */
-#define TDAX_PROMOTED_NOTES (1u << 18)
 
 /* A file of this process, by entry index: its lock (recursive: a signal
  * handler may call in while its thread is inside), and while promoted its
- * descriptor, position and size, which are tdax's until demotion, and
- * where its deferred records are (demotion writes them in from there; a
- * scan of the log only if a note was missed: `lost`). */
+ * descriptor, position and size, which are tdax's until demotion, and its
+ * blocks (demotion writes the dirty ones in). */
 struct tdax_promoted {
 	_Atomic uint64_t owner; /* the lock: the holding thread's id, 0 free */
 	uint32_t depth;         /* the holder's nesting */
@@ -75,9 +63,7 @@ struct tdax_promoted {
 	bool readable;          /* and was opened for reading */
 	_Atomic uint64_t pos;   /* promoted: the open file's position */
 	_Atomic uint64_t size;  /* promoted: the file's size */
-	struct tdax_deferred *notes;  /* mapped at the first promotion */
-	_Atomic uint32_t nnotes;
-	_Atomic bool lost;
+	struct tdax_cached cached; /* its blocks */
 	/* Which files may be promoted (selection.h): */
 	struct tdax_profile prof;      /* what this process does with the file */
 	_Atomic uint64_t profiled_ns;  /* its last call profiled */
@@ -91,18 +77,6 @@ struct tdax_promoted {
 uint32_t tdax_promoted_count(void);
 struct tdax_promoted *tdax_promoted_at(uint32_t idx);
 
-/* Promote: b (locked) gets its notes; false if they cannot be mapped. */
-bool tdax_promoted_ready(struct tdax_promoted *b);
-
-/* Note a deferred record of b (a tdax_rec_note_fn; ctx is b). */
-void tdax_promoted_note(void *ctx, uint64_t seq, uint64_t off, const void *data, uint32_t len);
-
-/* Room for n more notes? */
-static inline bool tdax_promoted_room(const struct tdax_promoted *b, uint32_t n)
-{
-	return atomic_load_explicit(&b->nnotes, memory_order_relaxed) + n <= TDAX_PROMOTED_NOTES;
-}
-
 /* The file of a managed descriptor's entry, or NULL (no entry yet, or
  * not bypass mode). */
 struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e);
@@ -110,10 +84,11 @@ void tdax_promoted_lock(struct tdax_promoted *b);
 void tdax_promoted_unlock(struct tdax_promoted *b);
 
 /* Demote b (locked, promoted; idx its entry) for a reason (one of the
- * TDAX_ST_DEMOTED_* counters): its records are written into the file
+ * TDAX_ST_DEMOTED_* counters): its dirty blocks are written into the file
  * through fd_here (a number of this thread's table for the same open file;
- * -1: the application's, reached), its position put back. A failure keeps
- * the records (rt.rewrite) and is the next sync's error. */
+ * -1: the application's, reached), its position put back; the blocks go
+ * at the lock's last release. A failure keeps the records (rt.rewrite) and
+ * is the next sync's error. */
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why);
 
 /* A fork is under way: nothing may be promoted. */
@@ -145,9 +120,8 @@ static inline void tdax_promoted_settle_at(int dirfd, const char *path, int flag
 
 /*
  * Served without a demotion while fd is the promoted descriptor of its
- * file (and, for reads, while its notes are few enough to look through
- * at each): a read or pread (off -1: at the position) from the kernel's
- * copy with the deferred records laid over it, up to tdax's size; an
+ * file: a read or pread (off -1: at the position) from its blocks, and
+ * where one is not cached from the kernel's copy, up to tdax's size; an
  * lseek (SEEK_SET, SEEK_CUR, SEEK_END) on tdax's position and size; an
  * fstat with tdax's size. True and the result (*res, or -1 and errno) if
  * served; false otherwise (the caller demotes the file, then asks the
@@ -219,5 +193,9 @@ void tdax_promoted_checkpoint_end(uint32_t idx);
 /* Write-back thread: demote the files whose lease another open is
  * breaking, then let the leases go (lease.h). */
 void tdax_promoted_serve_breaks(void);
+
+/* Write-back thread: the block cache's pass (cache.h), and the evictions
+ * that keep its pool of free blocks, each under its file's lock. */
+void tdax_promoted_serve_cache(void);
 
 #endif

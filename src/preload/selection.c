@@ -36,6 +36,7 @@ bool tdax_selection_init(const struct tdax_device *dev)
 	params.floor = tdax_env_value("TDAX_BYPASS_FLOOR", 0, 0, (uint64_t)1 << 40);
 	window_ns = tdax_env_value("TDAX_BYPASS_WINDOW_MS", 1000, 10, 60000) * 1000000u;
 	params.hold_ns = tdax_rt.wb_age_ns < window_ns ? tdax_rt.wb_age_ns : window_ns;
+	params.append_hold_ns = TDAX_SELECT_APPEND_HOLD_NS;
 	params.keep_pct = TDAX_SELECT_KEEP_PCT;
 	return true;
 }

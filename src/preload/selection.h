@@ -5,15 +5,15 @@
  * demotion of promoted files it drops.
  *
  * The capacity is a share of the device's log (TDAX_BYPASS_SHARE_PCT,
- * default 50 %; the rest is coherent mode's), the floor
- * TDAX_BYPASS_FLOOR bytes a second (default 0: every file that synced in
- * the window is a candidate, the capacity decides), the profiles' window
- * TDAX_BYPASS_WINDOW_MS (default 1000); a file's footprint is its records
- * of one window, or of TDAX_WB_AGE_MS if the write-back takes them sooner
- * (more, while the log has room, costs nothing; past its high watermark the
- * write-back takes them). Each process selects among its own
- * files against the whole share (processes do not share one selection
- * yet).
+ * default 50 %; the rest is coherent mode's), the block cache's (cache.h),
+ * the floor TDAX_BYPASS_FLOOR bytes a second (default 0: every file that
+ * synced in the window is a candidate, the capacity decides), the
+ * profiles' window TDAX_BYPASS_WINDOW_MS (default 1000); a file's
+ * footprint is the blocks its writes in place keep for one window, or for
+ * TDAX_WB_AGE_MS if the write-back takes them sooner, and its appends' of
+ * a tenth of a second (the append reservation, policy/select.h). Each
+ * process selects among its own files against the whole share (processes
+ * do not share one selection yet).
  *
  * When: a file not taken asks again at a sync once its bandwidth has
  * doubled since it was refused, or TDAX_SELECTION_RETRY_NS after the last

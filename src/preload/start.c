@@ -18,6 +18,7 @@
 #include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/start.h"
+#include "preload/cache.h"
 #include "preload/promoted.h"
 #include "preload/selection.h"
 #include "preload/rules.h"
@@ -172,7 +173,8 @@ static void attach_now(void)
 	tdax_rt.touched = calloc(dev->sb->max_files, 1);
 	tdax_rt.named = calloc(dev->sb->max_files, sizeof(*tdax_rt.named));
 	tdax_rt.opens = calloc(dev->sb->max_files, sizeof(*tdax_rt.opens));
-	if (tdax_rt.bypass && !(tdax_promoted_init(dev->sb->max_files) && tdax_selection_init(dev)))
+	if (tdax_rt.bypass &&
+	    !(tdax_promoted_init(dev->sb->max_files) && tdax_selection_init(dev) && tdax_cache_init(dev)))
 		tdax_rt.bypass = false;
 	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || !tdax_rt.opens ||
 	    bring_up_to_date(dev) != 0) {
@@ -323,6 +325,7 @@ static void at_exit(void)
 		return;
 	tdax_inside++;
 	tdax_promoted_settle_all(); /* before the leases go: the files get their bytes */
+	tdax_cache_release_all();
 	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
 	tdax_tracking_flush();
 	tdax_writeback_pass(1);

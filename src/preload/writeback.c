@@ -74,6 +74,7 @@ static void pass(int all, bool woken)
 		return; /* the region is gone: nothing of it to write back or use */
 	tdax_promoted_serve_breaks(); /* another open waits for these */
 	tdax_selection_serve();
+	tdax_promoted_serve_cache(); /* free blocks for the writers of promoted files */
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	bool pressure = u.used * 100 > u.capacity * tdax_rt.wb_high_pct;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/log.h"
 #include "core/stats.h"
 #include "core/trace.h"
 #include "policy/select.h"
@@ -51,7 +52,8 @@ int main(void)
 	STRUCT(tdax_rates, 0, FIELD(tdax_rates, read), FIELD(tdax_rates, write), FIELD(tdax_rates, append),
 	       FIELD(tdax_rates, ops), FIELD(tdax_rates, syncs));
 	STRUCT(tdax_select_params, 0, FIELD(tdax_select_params, capacity), FIELD(tdax_select_params, floor),
-	       FIELD(tdax_select_params, hold_ns), FIELD(tdax_select_params, keep_pct));
+	       FIELD(tdax_select_params, hold_ns), FIELD(tdax_select_params, append_hold_ns),
+	       FIELD(tdax_select_params, keep_pct));
 	STRUCT(tdax_candidate, 0, FIELD(tdax_candidate, rates), FIELD(tdax_candidate, score),
 	       FIELD(tdax_candidate, footprint), FIELD(tdax_candidate, promoted),
 	       FIELD(tdax_candidate, selected));
@@ -80,7 +82,8 @@ int main(void)
 		{ "TDAX_TRF_CREATE", TDAX_TRF_CREATE }, { "TDAX_TRF_REAL", TDAX_TRF_REAL },
 		{ "TDAX_FB_MMAP", TDAX_FB_MMAP }, { "TDAX_FB_STDIO", TDAX_FB_STDIO },
 		{ "TDAX_FB_METADATA", TDAX_FB_METADATA }, { "TDAX_SELECT_KEEP_PCT", TDAX_SELECT_KEEP_PCT },
-		{ "TDAX_SELECT_RECORD_BYTES", TDAX_SELECT_RECORD_BYTES },
+		{ "TDAX_SELECT_APPEND_HOLD_NS", (long long)TDAX_SELECT_APPEND_HOLD_NS },
+		{ "TDAX_REC_HEADER_BYTES", (long long)sizeof(struct tdax_rec) },
 		{ "TDAX_PROFILE_UNIT_SHIFT", TDAX_PROFILE_UNIT_SHIFT },
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)

@@ -12,7 +12,7 @@
 #define WIN S
 
 static const struct tdax_select_params P = { .capacity = 1 << 20, .floor = 4096, .hold_ns = S,
-					     .keep_pct = TDAX_SELECT_KEEP_PCT };
+					     .append_hold_ns = S / 10, .keep_pct = TDAX_SELECT_KEEP_PCT };
 
 /* A file that makes n writes of len bytes (appends or in place) and a sync
  * after every k of them, evenly over the window ending at now. */
@@ -77,8 +77,15 @@ TEST(the_files_with_most_bandwidth_that_sync_are_taken_while_they_fit)
 	CHECK(c[0].selected && c[2].selected && !c[1].selected && !c[3].selected);
 	CHECK(!c[1].score && !c[3].score && c[2].score > c[0].score);
 	CHECK(total == tdax_select_bandwidth(&c[0].rates) + tdax_select_bandwidth(&c[2].rates));
-	/* The footprint is a second of records: data and a header each. */
-	CHECK(c[2].footprint == c[2].rates.append + c[2].rates.ops * TDAX_SELECT_RECORD_BYTES);
+	/* The footprint: the blocks of a tenth of a second of appends (the
+	 * reservation); of a second of writes in place; reads take none. */
+	CHECK(c[2].footprint == c[2].rates.append / 10);
+	struct tdax_candidate w = c[2];
+	w.rates.write = w.rates.append;
+	w.rates.append = 0;
+	w.rates.read = 1 << 20;
+	tdax_select(&w, order, 1, &p);
+	CHECK(w.footprint == c[2].rates.append);
 	/* Room for the hot one alone. */
 	p.capacity = c[2].footprint;
 	tdax_select(c, order, 4, &p);

@@ -124,15 +124,17 @@ def write_trace(path, events, names, capacity, start=10 * S):
 
 def hot_and_cold(path, secs=6):
     """A hot log (a 512 B append and a sync every millisecond: 512 KB/s, a
-    second of its records 576 KB) and, from 1.5 s on, a cold file (a 128 KiB
-    write in place and a sync every 500 ms: 256 KiB/s, a second of its
-    records 256 KiB), on a device of 1.2 MB: bypass mode's share, half of
-    it, holds a second of either one's records, not both (even as the
-    sliding window sees 7/8 of one)."""
+    second of its records 576 KB; in the block cache, its append
+    reservation: a tenth of a second, 51 KB) and, from 1.5 s on, a cold file
+    (a 128 KiB write in place and a sync every 500 ms: 256 KiB/s, its blocks
+    of a second 262 KB), on a device of 1.2 MB. A share of 150 KB (an eighth
+    of the device) holds the hot log's reservation, never the cold file's
+    blocks beside it (one write of it is 131 KB)."""
     ev = [(0, HOT, 1, 0, ctrace.OPEN), (0, COLD, 1, 0, ctrace.OPEN)]
     for i in range(secs * 1000):
         t = MS + i * MS
         ev += [(t, HOT, i * 512, 512, ctrace.WRITE), (t + 1000, HOT, 0, 0, ctrace.SYNC)]
+    ev.append((1000, COLD, 4 * 131072 - 1, 1, ctrace.WRITE))  # its size: the writes below are in place
     for k in range(secs * 2 - 3):
         t = 1501 * MS + k * 500 * MS
         ev += [(t, COLD, (k % 4) * 131072, 131072, ctrace.WRITE), (t + 1000, COLD, 0, 0, ctrace.SYNC)]
@@ -144,11 +146,12 @@ def writes_after(s, fid, t):
 
 
 def test_the_bandwidth_selection_takes_the_hot_synced_file_and_not_the_cold_one(tmp_path):
-    """The policy "bandwidth" is src/policy/select.c with 90 % of the
-    device: on 666 KB, room for the hot log or the cold file, the hot one is
-    selected within its first window and stays, the cold one never."""
+    """The policy "bandwidth" is src/policy/select.c with a share of the
+    device: 22.5 % of 666 KB, room for the hot log, not for the cold file
+    beside it: the hot one is selected within its first window and stays,
+    the cold one never."""
     trace = hot_and_cold(tmp_path / "hc.bin")
-    s = csim.Sim(ctrace.Trace(trace), "bandwidth", capacity=666_000)
+    s = csim.Sim(ctrace.Trace(trace), "bandwidth", capacity=666_000, selection={"share": 0.225})
     r = s.run()
     when, _ = s.files[HOT].upgraded_at
     assert when <= S, when
@@ -175,7 +178,7 @@ def promoted_syncs_real(s):
 
 
 def test_bypass_promotes_the_hot_file_and_defers_its_writes(tmp_path):
-    """The policy "bypass": the selection (half the device) promotes the hot
+    """The policy "bypass": the selection (an eighth of the device) promotes the hot
     log at its first sync after its first lightweight one (where the
     runtime takes the write lease a promotion needs) and refuses the cold
     file; the hot log's writes from then on go to the device (deferred)
@@ -184,7 +187,7 @@ def test_bypass_promotes_the_hot_file_and_defers_its_writes(tmp_path):
     light, where the thesis policy leaves more real (while its second range
     waits for an upgrade); the cold file's are the thesis policy's."""
     trace = ctrace.Trace(hot_and_cold(tmp_path / "hc.bin"))
-    s = csim.Sim(trace, "bypass")
+    s = csim.Sim(trace, "bypass", selection={"share": 0.125})
     r, real = promoted_syncs_real(s)
     assert real == 0, r
     p = s.policy
@@ -219,9 +222,10 @@ def test_bypass_through_the_command_answers_more_syncs_lightly_than_thesis(tmp_p
 
 
 def test_bypass_demotes_a_file_the_selection_drops(tmp_path):
-    """A log promoted alone (512 KB/s) is dropped once a busier one (1.8
-    MB/s, from 2 s on) needs the room: demoted by the selection, never
-    promoted again, while the busier one is."""
+    """A log promoted alone (512 KB/s: its append reservation 51 KB) is
+    dropped once a busier one (1.8 MB/s, 180 KB, from 2 s on) needs the
+    room of a share of 200 KB: demoted by the selection, never promoted
+    again, while the busier one is."""
     A, B = 3, 4
     ev = [(0, A, 1, 0, ctrace.OPEN), (0, B, 1, 0, ctrace.OPEN)]
     for i in range(5000):
@@ -231,7 +235,7 @@ def test_bypass_demotes_a_file_the_selection_drops(tmp_path):
             j = i - 1999
             ev += [(t + 2000, B, j * 1800, 1800, ctrace.WRITE), (t + 3000, B, 0, 0, ctrace.SYNC)]
     trace = ctrace.Trace(write_trace(tmp_path / "ab.bin", ev, {A: "/data/a.log", B: "/data/b.log"}, 4_000_000))
-    s = csim.Sim(trace, "bypass")
+    s = csim.Sim(trace, "bypass", selection={"share": 0.05})
     r, real = promoted_syncs_real(s)
     th = csim.Sim(trace, "thesis").run()
     assert real == 0
@@ -277,8 +281,9 @@ def test_select_through_ctypes_takes_the_two_synced_files_with_most_bandwidth():
              ctrack.Rates(0, 50_000, 0, 50, 5)]
     c = (ctrack.Candidate * 3)(*(ctrack.Candidate(r) for r in rates))
     c[2].promoted = True
-    foot = [r.write + r.append + ctrack.RECORD_BYTES * r.ops for r in rates]  # a second of records
-    p = ctrack.SelectParams(foot[0] + foot[2], 4096, S, ctrack.KEEP_PCT)
+    # blocks for a second of writes in place, a tenth of one of appends
+    foot = [r.write + r.append // 10 for r in rates]
+    p = ctrack.SelectParams(foot[0] + foot[2], 4096, S, S // 10, ctrack.KEEP_PCT)
     total = lib.tdax_select_total(c, 3, ctypes.byref(p))
     assert lib.tdax_select(c, (ctypes.c_uint32 * 3)(), 3, ctypes.byref(p)) == total == 150_000 == \
         lib.tdax_select_bandwidth(ctypes.byref(rates[0])) + lib.tdax_select_bandwidth(ctypes.byref(rates[2]))
@@ -286,9 +291,10 @@ def test_select_through_ctypes_takes_the_two_synced_files_with_most_bandwidth():
     assert [x.footprint for x in c] == foot and c[1].score == 0
     assert c[0].score == 100_000 and c[2].score == 50_000 * (100 + ctrack.KEEP_PCT) // 100
     assert [(x.rates.append, x.rates.syncs) for x in c] == [(r.append, r.syncs) for r in rates]
-    # half the room over half the hold: the same; half the floor keeps the promoted one
+    # half the room over half the holds: the same; half the floor keeps the promoted one
     p.capacity //= 2
     p.hold_ns //= 2
+    p.append_hold_ns //= 2
     p.floor = 2 * 50_000 - 1
     assert lib.tdax_select_total(c, 3, ctypes.byref(p)) == 150_000
     lib.tdax_select(c, (ctypes.c_uint32 * 3)(), 3, ctypes.byref(p))
@@ -354,9 +360,10 @@ def test_simulator_constants_match_the_c_ones():
                 "NONE", "TO_UPGRADE", "UPGRADING", "UPGRADED", "TO_DOWNGRADE", "DOWNGRADING"))
     assert len(ctrack.Range().wr) == len(ctrack.Range().wb) == k["TDAX_WIN_BUCKETS"]
     assert len(ctrack.Window().b) == k["TDAX_WIN_BUCKETS"]
-    assert (ctrack.KEEP_PCT, ctrack.RECORD_BYTES, ctrack.UNIT_SHIFT) == \
-        (k["TDAX_SELECT_KEEP_PCT"], k["TDAX_SELECT_RECORD_BYTES"], k["TDAX_PROFILE_UNIT_SHIFT"])
-    assert csim.REC == k["TDAX_SELECT_RECORD_BYTES"]
+    assert (ctrack.KEEP_PCT, ctrack.APPEND_HOLD_NS, ctrack.RECORD_BYTES, ctrack.UNIT_SHIFT) == \
+        (k["TDAX_SELECT_KEEP_PCT"], k["TDAX_SELECT_APPEND_HOLD_NS"], k["TDAX_REC_HEADER_BYTES"],
+         k["TDAX_PROFILE_UNIT_SHIFT"])
+    assert csim.REC == k["TDAX_REC_HEADER_BYTES"]
     assert (ctrace.WRITE, ctrace.SYNC, ctrace.OPEN, ctrace.META, ctrace.NAME) == tuple(
         k["TDAX_TR_" + s] for s in ("WRITE", "SYNC", "OPEN", "META", "NAME"))
     assert (ctrace.CREATE, ctrace.REAL) == (k["TDAX_TRF_CREATE"], k["TDAX_TRF_REAL"])
@@ -395,8 +402,10 @@ def test_the_selection_and_the_write_back_age_are_set_from_the_command_line(tmp_
         return json.loads(run(TDAX, "sim", trace, "--policy", "bypass", "--json", *more, check=0).stdout)
     base = sim()
     assert base["promotions"] >= 1 and base["deferred_writes"] > 0, base
-    small = sim("--selection", "share_pct=1")  # 1 % of 1.2 MB: less than a second of its records
-    assert small["demotions_unselected"] >= 1 and small["deferred_fraction"] < 0.05, small
+    # 1 % of 1.2 MB: less than its append reservation once a quarter of its
+    # window has been seen
+    small = sim("--selection", "share_pct=1")
+    assert small["demotions_unselected"] >= 1 and small["deferred_fraction"] < 0.1, small
     assert base["deferred_fraction"] > 0.9, base
     quick = sim("--wb-age-ms", "100")
     assert quick["demotions_writeback"] > base["demotions_writeback"], (quick, base)
