@@ -72,9 +72,6 @@ class Policy:
         "unlogged" (a write the policy does not log), "kernel" (a change
         only the kernel makes: a create, metadata, a write with flags)."""
 
-    def checkpointed(self, fid):
-        """The file's records were written back (released)."""
-
     def sync(self, fid, f, t):
         pass
 
@@ -447,10 +444,11 @@ class Bypass(Thesis):
     thesis policy says of its ranges, so its syncs are light (a fence);
     the thesis bookkeeping (tdax_track_write, tdax_track_sync) runs for
     every write and sync all the same, as the runtime's deferred() and
-    light() call tracking. A promoted file is demoted when a selection
-    (every 100 ms) drops it (demotions_unselected), when the write-back
-    releases its records (the age write-back or a downgrade job: a
-    checkpoint demotes first, demotions_writeback), when the log has no
+    light() call tracking. The write-back releases a promoted file's
+    records (at their age, or for a downgrade job) without demoting it: its
+    dirty blocks go into the file first (src/preload/cache.h). A promoted
+    file is demoted when a selection (every 100 ms) drops it
+    (demotions_unselected), when the log has no
     room for its write (that write is not stored and the file is uncovered,
     demotions_full), when only the kernel can make a change of it (a write
     with flags, a truncate or other metadata change: demotions_kernel), and
@@ -496,9 +494,6 @@ class Bypass(Thesis):
 
     def uncovered(self, fid, f, t, why="kernel"):
         self.demote(fid, why)
-
-    def checkpointed(self, fid):
-        self.demote(fid, "writeback")
 
     def sync(self, fid, f, t):
         self.selection.synced(fid, t)
@@ -573,7 +568,6 @@ class Sim:
         f = self.files[fid]
         if f.live or f.first_log is not None:
             self.c["checkpoints"] += 1
-        self.policy.checkpointed(fid)
         self.release(f)
         f.uncovered = False
 
@@ -685,7 +679,7 @@ class Sim:
                 "reactivity_syncs": reacts[len(reacts) // 2][1] if reacts else None,
                 "downgrade_after_ms": round(downs[len(downs) // 2] / 1e6, 3) if downs else None,
                 "promotions": c["promotions"], "demotions": c["demotions"],
-                "demotions_unselected": c["demotions_unselected"], "demotions_writeback": c["demotions_writeback"],
+                "demotions_unselected": c["demotions_unselected"],
                 "demotions_full": c["demotions_full"], "demotions_kernel": c["demotions_kernel"],
                 "demotions_gone": c["demotions_gone"],
                 "deferred_writes": c["deferred_writes"],

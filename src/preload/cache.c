@@ -30,6 +30,8 @@ struct block {
 	uint32_t hi;               /* bytes [0, hi) are the file's */
 	_Atomic uint32_t wver;     /* writes into it */
 	uint32_t cver;             /* the writes its file has (written back) */
+	uint32_t fver;             /* a checkpoint's: its writes when marked (flushing) */
+	bool flushing;
 	_Atomic uint32_t hits;     /* accesses S3-FIFO has not counted yet */
 };
 
@@ -406,6 +408,59 @@ int tdax_cache_write_back(struct tdax_cached *f, int fd)
 		tdax_append_restore(fd);
 	errno = err;
 	return rc;
+}
+
+void tdax_cache_flush_begin(struct tdax_cached *f)
+{
+	f->flo = f->lo;
+	f->fhi = f->hi;
+	for (uint64_t bno = f->flo; bno < f->fhi; bno++) {
+		struct block *k = cached(f, bno);
+		if (k && dirty(k) && k->hi) {
+			k->fver = atomic_load(&k->wver);
+			k->flushing = true;
+		}
+	}
+	atomic_fetch_add(&f->evicting, 1);
+}
+
+int tdax_cache_flush_write(struct tdax_cached *f, int fd)
+{
+	struct block *ks[BATCH];
+	uint32_t n = 0;
+	int lifted = -1, rc = 0;
+	/* (Only this thread frees blocks, and a demotion waits for it: the
+	 * marked blocks stay where they are; new ones are not marked.) */
+	for (uint64_t bno = f->flo; bno < f->fhi && rc == 0; bno++) {
+		struct block *k = cached(f, bno);
+		if (!k || !k->flushing)
+			continue;
+		ks[n++] = k;
+		if (n == BATCH) {
+			rc = write_blocks(ks, n, fd, &lifted);
+			n = 0;
+		}
+	}
+	if (rc == 0 && n)
+		rc = write_blocks(ks, n, fd, &lifted);
+	int err = errno;
+	if (lifted > 0)
+		tdax_append_restore(fd);
+	atomic_fetch_sub(&f->evicting, 1);
+	errno = err;
+	return rc;
+}
+
+void tdax_cache_flush_end(struct tdax_cached *f, bool written)
+{
+	for (uint64_t bno = f->flo; bno < f->fhi; bno++) {
+		struct block *k = cached(f, bno);
+		if (!k || !k->flushing)
+			continue;
+		k->flushing = false;
+		if (written && atomic_load(&k->wver) == k->fver)
+			k->cver = k->fver;
+	}
 }
 
 void tdax_cache_drop(struct tdax_cached *f)

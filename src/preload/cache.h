@@ -58,6 +58,7 @@ struct tdax_cached {
 	_Atomic uint32_t *map;    /* block + 1 by block number (0: none) */
 	uint64_t ksize;           /* the file's size in the kernel */
 	uint64_t lo, hi;          /* block numbers that may be mapped: [lo, hi) */
+	uint64_t flo, fhi;        /* those of a checkpoint's flush */
 	uint32_t blocks;          /* blocks it has */
 	bool drop;                /* demoted: drop them at the lock's last release */
 	_Atomic uint32_t evicting; /* evictions of its blocks writing into the file */
@@ -89,6 +90,15 @@ void tdax_cache_overlay(struct tdax_cached *c, uint64_t at, const struct iovec *
  * fd (O_APPEND lifted), in file order, once the evictions of its blocks in
  * flight are done; c->drop set. 0, or -1 with errno. */
 int tdax_cache_write_back(struct tdax_cached *c, int fd);
+
+/* A checkpoint of c without a demotion (the write-back thread's, at the
+ * write-back age): begin (c locked) marks its dirty blocks; write (c not
+ * locked: a write meanwhile goes on, a demotion waits) puts the marked ones
+ * into the file through fd; end (c locked) makes clean those not written to
+ * since, if they were written in. write: 0, or -1 with errno. */
+void tdax_cache_flush_begin(struct tdax_cached *c);
+int tdax_cache_flush_write(struct tdax_cached *c, int fd);
+void tdax_cache_flush_end(struct tdax_cached *c, bool written);
 
 /* Every block of c (locked) goes: at the lock's last release after a
  * demotion; the blocks are the pool's again at the next pass. */

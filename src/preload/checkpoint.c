@@ -194,10 +194,15 @@ int tdax_checkpoint_file(uint32_t idx)
 			return 0;
 		return gone ? let_go(idx, gen, false) : -1;
 	}
-	tdax_promoted_checkpoint_begin(idx, fd);
-	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+	int rc;
+	if (!tdax_promoted_checkpoint(idx, fd, &rc)) {
+		tdax_promoted_checkpoint_begin(idx, fd);
+		rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+		int e = errno;
+		tdax_promoted_checkpoint_end(idx);
+		errno = e;
+	}
 	int e = errno;
-	tdax_promoted_checkpoint_end(idx);
 	TDAX_REAL(close)(fd);
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
 	if (rc != 0) {

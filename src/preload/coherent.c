@@ -358,49 +358,45 @@ static int real_sync(int fd, bool datasync)
 	return tdax_mode_real_sync(fd, datasync);
 }
 
-/* Is fd the file of entry idx, generation gen? A sync of anything else
- * must not release that file's records. */
-static bool is_file(int fd, uint32_t idx, uint32_t gen)
+/* Take the snapshots before the sync: what was written before it is
+ * covered by it; later writes keep their records and counts. The age and
+ * size of what is logged are taken first, then the sequence number, so
+ * that a record logged from here on starts them again (and is
+ * checkpointed at its age, or at exit); they are given back if the sync
+ * fails. */
+void tdax_coherent_checkpoint_snap(uint32_t idx, struct tdax_checkpoint_snap *s)
 {
-	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
-	struct tdax_ident now, was = tdax_file_ident(f);
-	return f->gen == gen && tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was);
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	s->first = atomic_exchange(&rt->first_log_ns, 0);
+	s->bytes = atomic_exchange(&rt->logged_bytes, 0);
+	s->unc = atomic_load(&rt->uncovered);
+	s->attrs = atomic_load(&rt->attrs_changed);
+	s->named = atomic_load(&rt->named);
+	s->upto = atomic_load(tdax_rt.dev->seq);
 }
 
-int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
+int tdax_coherent_checkpoint_snapped(int fd, uint32_t idx, uint32_t gen, bool datasync,
+				     const struct tdax_checkpoint_snap *s, bool promoted)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
-	if (!is_file(fd, idx, gen))
-		return tdax_mode_real_sync(fd, datasync);
-	/* Take the snapshots before the sync: what was written before it is
-	 * covered by it; later writes keep their records and counts. The age
-	 * and size of what is logged are taken first, so that a record logged
-	 * from here on starts them again (and is checkpointed at its age, or
-	 * at exit); they are given back if the sync fails. */
-	uint64_t first = atomic_exchange(&rt->first_log_ns, 0);
-	uint64_t bytes = atomic_exchange(&rt->logged_bytes, 0);
-	uint64_t unc = atomic_load(&rt->uncovered);
-	uint32_t attrs = atomic_load(&rt->attrs_changed);
-	uint32_t named = atomic_load(&rt->named);
-	uint64_t upto = atomic_load(dev->seq);
 	const char *path = tdax_file_at(dev, idx)->path;
 	tdax_shadow_before_sync(fd, path);
-	int rc = rewrite_after_error(fd, idx, gen);
+	int rc = promoted ? 0 : rewrite_after_error(fd, idx, gen);
 	if (rc == 0)
 		rc = real_sync(fd, datasync);
 	/* A rename or create record goes with the others: the name must be
 	 * durable first, or a record logged later could not be found after a
 	 * crash. */
-	if (rc == 0 && named && (rc = tdax_sync_parent_dir(path)) == 0)
+	if (rc == 0 && s->named && (rc = tdax_sync_parent_dir(path)) == 0)
 		tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	if (rc != 0) {
 		int e = errno;
 		uint64_t cur = 0;
-		while (first && (cur == 0 || cur > first) &&
-		       !atomic_compare_exchange_weak(&rt->first_log_ns, &cur, first))
+		while (s->first && (cur == 0 || cur > s->first) &&
+		       !atomic_compare_exchange_weak(&rt->first_log_ns, &cur, s->first))
 			;
-		atomic_fetch_add(&rt->logged_bytes, bytes);
+		atomic_fetch_add(&rt->logged_bytes, s->bytes);
 		tdax_rt.touched[idx] = 1; /* the write-back pass may have let it go meanwhile */
 		atomic_store(&rt->rewrite, 1);
 		tdax_count(TDAX_ST_SYNC_ERRORS, 1);
@@ -410,13 +406,32 @@ int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasyn
 	/* Persisted before a lightweight sync can follow (recovery reads it). */
 	if (!atomic_load(&rt->synced))
 		tdax_file_set_synced(dev, tdax_file_at(dev, idx));
+	uint64_t unc = s->unc;
+	uint32_t attrs = s->attrs, named = s->named;
 	atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 	if (!datasync)
 		atomic_compare_exchange_strong(&rt->attrs_changed, &attrs, 0);
 	atomic_compare_exchange_strong(&rt->named, &named, 0);
-	atomic_store(&rt->rewrite, 0);
-	tdax_log_release(dev, idx, gen, upto);
+	if (!promoted) /* (a promoted file's records stay its promoter's) */
+		atomic_store(&rt->rewrite, 0);
+	tdax_log_release(dev, idx, gen, s->upto);
 	return 0;
+}
+
+bool tdax_coherent_is_file(int fd, uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	struct tdax_ident now, was = tdax_file_ident(f);
+	return f->gen == gen && tdax_ident_of_fd(fd, &now) == 0 && tdax_ident_same(&now, &was);
+}
+
+int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync)
+{
+	if (!tdax_coherent_is_file(fd, idx, gen))
+		return tdax_mode_real_sync(fd, datasync);
+	struct tdax_checkpoint_snap s;
+	tdax_coherent_checkpoint_snap(idx, &s);
+	return tdax_coherent_checkpoint_snapped(fd, idx, gen, datasync, &s, false);
 }
 
 /*

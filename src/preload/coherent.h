@@ -148,6 +148,23 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync);
 /* Real sync of the file open as fd, then release of its records. */
 int tdax_coherent_checkpoint_fd(int fd, uint32_t idx, uint32_t gen, bool datasync);
 
+/* Is fd the file of entry idx, generation gen? A sync of anything else
+ * must not release that file's records. */
+bool tdax_coherent_is_file(int fd, uint32_t idx, uint32_t gen);
+
+/* tdax_coherent_checkpoint_fd in two steps, for a caller that must do
+ * something between the snapshots and the sync (bypass mode's checkpoint
+ * of a promoted file writes its dirty blocks in, promoted.c): snap takes
+ * what the sync will cover; snapped syncs and releases, and with promoted
+ * neither writes the records in again nor takes them from the promoter. */
+struct tdax_checkpoint_snap {
+	uint64_t first, bytes, unc, upto;
+	uint32_t attrs, named;
+};
+void tdax_coherent_checkpoint_snap(uint32_t idx, struct tdax_checkpoint_snap *s);
+int tdax_coherent_checkpoint_snapped(int fd, uint32_t idx, uint32_t gen, bool datasync,
+				     const struct tdax_checkpoint_snap *s, bool promoted);
+
 /* The next sync of the file must go to the kernel (metadata, unseen write). */
 void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why);
 

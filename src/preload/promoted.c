@@ -5,9 +5,11 @@
 #define _GNU_SOURCE
 #include "preload/promoted.h"
 #include "core/recover.h"
+#include "core/shadow.h"
 #include "core/sys.h"
 #include "core/trace.h"
 #include "core/util.h"
+#include "preload/coherent.h"
 #include "preload/lease.h"
 #include "preload/state.h"
 
@@ -422,6 +424,46 @@ void tdax_promoted_after_fork_child(void)
 	tdax_cache_after_fork_child();
 	atomic_store(&tdax_fds_promoted, 0);
 	atomic_store(&frozen, false);
+}
+
+bool tdax_promoted_checkpoint(uint32_t idx, int fd, int *rc)
+{
+	if (!files || idx >= nfiles)
+		return false;
+	/* The test build's durable view (core/shadow.h) copies the file at a
+	 * real sync by opening it again, which breaks the lease this keeps:
+	 * where it is on, the checkpoint demotes. */
+	if (tdax_shadow_on())
+		return false;
+	struct tdax_promoted *b = &files[idx];
+	tdax_promoted_lock(b);
+	uint32_t gen = b->gen;
+	if (b->fd < 0 || b->syncs || !tdax_coherent_is_file(fd, idx, gen)) {
+		tdax_promoted_unlock(b);
+		return false;
+	}
+	/* The snapshots first, then the blocks marked: every record up to the
+	 * snapshot's has its bytes in a marked block, in the file already
+	 * (written in by an eviction or a checkpoint before, or at once for
+	 * want of a block), or in a block a later record rewrote. */
+	struct tdax_checkpoint_snap snap;
+	tdax_coherent_checkpoint_snap(idx, &snap);
+	tdax_cache_flush_begin(&b->cached);
+	b->syncs++; /* no promotion meanwhile (it is promoted: none is tried) */
+	tdax_promoted_unlock(b);
+	bool written = tdax_cache_flush_write(&b->cached, fd) == 0;
+	int err = errno;
+	tdax_promoted_lock(b);
+	tdax_cache_flush_end(&b->cached, written);
+	b->syncs--;
+	tdax_promoted_unlock(b);
+	if (!written) {
+		errno = err;
+		*rc = -1;
+		return true;
+	}
+	*rc = tdax_coherent_checkpoint_snapped(fd, idx, gen, true, &snap, true);
+	return true;
 }
 
 void tdax_promoted_checkpoint_begin(uint32_t idx, int fd)

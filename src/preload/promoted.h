@@ -8,8 +8,9 @@
  * durable) and in its blocks of the block cache (cache.h: what the file
  * lacks). Reads, lseek and fstat through its own descriptor are served
  * from the blocks, and from the kernel's copy where no block is (below);
- * everything else that could see the kernel's copy demotes it first, in
- * this process (a stat by name, mmap, close, dup, fcntl, a read with flags,
+ * the write-back's checkpoint writes its dirty blocks in and keeps it
+ * promoted; everything else that could see the kernel's copy demotes it
+ * first, in this process (mmap, close, dup, fcntl, a read with flags,
  * sendfile/splice/copy_file_range, fork, exec, sending it over a socket,
  * truncate, fallocate, unlink, rename, exit) and in any other (their open
  * breaks the write lease: the write-back thread demotes, then lets it go).
@@ -184,6 +185,13 @@ void tdax_promoted_settle_all(void);
 void tdax_promoted_before_fork(void);
 void tdax_promoted_after_fork_parent(void);
 void tdax_promoted_after_fork_child(void);
+
+/* The write-back's checkpoint of file idx through fd, if this process has
+ * it promoted: its dirty blocks written in, the real sync, its records up
+ * to then released -- and it stays promoted (the lease is still held: no
+ * other open can have seen the file). True and the checkpoint's result
+ * (*rc: 0, or -1 and errno) if so; false if it is not promoted here. */
+bool tdax_promoted_checkpoint(uint32_t idx, int fd, int *rc);
 
 /* A checkpoint of file idx through fd (any descriptor table's number):
  * demote it first, and keep it from being promoted until done. */

@@ -97,11 +97,12 @@ static void pass(int all, bool woken)
 				tdax_checkpoint_removed(removed, nremoved);
 				nremoved = 0;
 			}
-		} else if (all || pressure || now - first > tdax_rt.wb_age_ns ||
+		} else if (all || pressure || (first && now - first > tdax_rt.wb_age_ns) ||
 			   atomic_load(&rt->logged_bytes) > tdax_rt.wb_bytes ||
 			   (atomic_load(&rt->rewrite) && atomic_load(&rt->deferred) != tdax_pid())) {
 			/* (A file promoted here has rewrite set: written back
-			 * at its age or size, as any other.) */
+			 * at its age or size, as any other; with no record
+			 * since its last checkpoint it has nothing to write.) */
 			tdax_checkpoint_file(i);
 		}
 	}
