@@ -381,19 +381,17 @@ static int write_blocks(struct block *const *ks, uint32_t n, int fd, int *lifted
 	return rc;
 }
 
-int tdax_cache_write_back(struct tdax_cached *f, int fd)
+/* Write the blocks of f numbered [lo, hi) that `which` takes into the
+ * file through fd (O_APPEND lifted meanwhile), in file order. */
+static int write_range(struct tdax_cached *f, uint64_t lo, uint64_t hi, bool (*which)(const struct block *),
+		       int fd)
 {
-	f->drop = true;
-	if (!f->map)
-		return 0;
-	while (atomic_load(&f->evicting)) /* (no lock needed for those: they end) */
-		sched_yield();
 	struct block *ks[BATCH];
 	uint32_t n = 0;
 	int lifted = -1, rc = 0;
-	for (uint64_t bno = f->lo; bno < f->hi && rc == 0; bno++) {
+	for (uint64_t bno = lo; bno < hi && rc == 0; bno++) {
 		struct block *k = cached(f, bno);
-		if (!k || !dirty(k) || !k->hi)
+		if (!k || !which(k))
 			continue;
 		ks[n++] = k;
 		if (n == BATCH) {
@@ -410,13 +408,33 @@ int tdax_cache_write_back(struct tdax_cached *f, int fd)
 	return rc;
 }
 
+static bool to_write(const struct block *k)
+{
+	return dirty(k) && k->hi;
+}
+
+static bool marked(const struct block *k)
+{
+	return k->flushing;
+}
+
+int tdax_cache_write_back(struct tdax_cached *f, int fd)
+{
+	f->drop = true;
+	if (!f->map)
+		return 0;
+	while (atomic_load(&f->evicting)) /* (no lock needed for those: they end) */
+		sched_yield();
+	return write_range(f, f->lo, f->hi, to_write, fd);
+}
+
 void tdax_cache_flush_begin(struct tdax_cached *f)
 {
 	f->flo = f->lo;
 	f->fhi = f->hi;
 	for (uint64_t bno = f->flo; bno < f->fhi; bno++) {
 		struct block *k = cached(f, bno);
-		if (k && dirty(k) && k->hi) {
+		if (k && to_write(k)) {
 			k->fver = atomic_load(&k->wver);
 			k->flushing = true;
 		}
@@ -426,26 +444,10 @@ void tdax_cache_flush_begin(struct tdax_cached *f)
 
 int tdax_cache_flush_write(struct tdax_cached *f, int fd)
 {
-	struct block *ks[BATCH];
-	uint32_t n = 0;
-	int lifted = -1, rc = 0;
 	/* (Only this thread frees blocks, and a demotion waits for it: the
 	 * marked blocks stay where they are; new ones are not marked.) */
-	for (uint64_t bno = f->flo; bno < f->fhi && rc == 0; bno++) {
-		struct block *k = cached(f, bno);
-		if (!k || !k->flushing)
-			continue;
-		ks[n++] = k;
-		if (n == BATCH) {
-			rc = write_blocks(ks, n, fd, &lifted);
-			n = 0;
-		}
-	}
-	if (rc == 0 && n)
-		rc = write_blocks(ks, n, fd, &lifted);
+	int rc = write_range(f, f->flo, f->fhi, marked, fd);
 	int err = errno;
-	if (lifted > 0)
-		tdax_append_restore(fd);
 	atomic_fetch_sub(&f->evicting, 1);
 	errno = err;
 	return rc;
