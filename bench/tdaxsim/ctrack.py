@@ -22,13 +22,19 @@ UNIT_SHIFT = 6      # TDAX_PROFILE_UNIT_SHIFT: profiles count bytes in units of 
 class Tunables(ctypes.Structure):
     _fields_ = [("upgrade_pct", ctypes.c_uint32), ("downgrade_pct", ctypes.c_uint32),
                 ("write_threshold", ctypes.c_uint32), ("gran_order", ctypes.c_uint32),
-                ("wb_window_ns", ctypes.c_uint64), ("wr_window_ns", ctypes.c_uint64)]
+                ("wb_window_ns", ctypes.c_uint64), ("wr_window_ns", ctypes.c_uint64),
+                ("bypass_share_pct", ctypes.c_uint32), ("bypass_block", ctypes.c_uint32),
+                ("bypass_floor", ctypes.c_uint64), ("bypass_window_ns", ctypes.c_uint64)]
 
     @classmethod
     def from_dict(cls, d):
+        """From tunables by name (tdax get --json); bypass mode's default
+        where they are missing (a trace recorded before them)."""
         return cls(d["upgrade_threshold"], d["downgrade_threshold"], d["write_threshold"],
                    d["granularity_order"], d["writeback_window_ms"] * 1000000,
-                   d["write_window_ms"] * 1000000)
+                   d["write_window_ms"] * 1000000, d.get("bypass_share_pct", 50),
+                   d.get("bypass_block", 4096), d.get("bypass_floor", 0),
+                   d.get("bypass_window_ms", 1000) * 1000000)
 
 
 class Range(ctypes.Structure):

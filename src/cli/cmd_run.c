@@ -76,11 +76,11 @@ static const char run_help[] =
 	"TDAX_WB_HIGH_PCT (90); the log's share left to explicit mappings (include/tdax.h):\n"
 	"TDAX_EXPLICIT_RESERVE_PCT (10); the size-aware dual path: TDAX_BIG_WRITE (0: none);\n"
 	"bypass mode's share of the device (its block cache, its selection's capacity):\n"
-	"TDAX_BYPASS_SHARE_PCT (50), its blocks: TDAX_BYPASS_BLOCK (4096), the selection's\n"
-	"TDAX_BYPASS_FLOOR (0 bytes/s), TDAX_BYPASS_WINDOW_MS (1000); the files managed:\n"
-	"TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated patterns). The configuration file\n"
-	"(tdax config --help) gives what neither the command line nor the environment\n"
-	"does, and its [tunables] are set on the device.\n"
+	"TDAX_BYPASS_SHARE_PCT, its blocks: TDAX_BYPASS_BLOCK, the selection's\n"
+	"TDAX_BYPASS_FLOOR, TDAX_BYPASS_WINDOW_MS (each over the device's tunable, tdax get);\n"
+	"the files managed: TDAX_INCLUDE, TDAX_EXCLUDE (':'-separated patterns). The\n"
+	"configuration file (tdax config --help) gives what neither the command line nor\n"
+	"the environment does, and its [tunables] are set on the device.\n"
 	"Exit status: CMD's, or 1 if libtdax.so is missing.\n";
 
 /* $TDAX_LIB, else the libtdax.so beside this tdax (cli/paths.h). */

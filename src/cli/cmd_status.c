@@ -17,6 +17,7 @@
 #include "cli/cmd_status.h"
 #include "cli/out.h"
 #include "core/device.h"
+#include "core/cachestat.h"
 #include "core/control.h"
 #include "core/files.h"
 #include "core/log.h"
@@ -195,7 +196,8 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_LEASE_BREAKS]));
 	printf("bypass: %llu promotions, %llu demotions (%llu seen in the process, %llu opened "
 	       "elsewhere, %llu write-back, %llu full, %llu kernel calls, %llu unselected), %llu "
-	       "writes to the device alone\n",
+	       "writes to the device alone; share %u%% of the log, floor %llu B/s, window %llu ms, "
+	       "blocks of %u B for new caches\n",
 	       (unsigned long long)atomic_load(&c[TDAX_ST_PROMOTIONS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTIONS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_SEEN]),
@@ -204,7 +206,9 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_FULL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_KERNEL]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_DEMOTED_UNSELECTED]),
-	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]));
+	       (unsigned long long)atomic_load(&c[TDAX_ST_DEFERRED_WRITES]), t.bypass_share_pct,
+	       (unsigned long long)t.bypass_floor, (unsigned long long)(t.bypass_window_ns / 1000000u),
+	       t.bypass_block);
 	uint64_t hits = atomic_load(&c[TDAX_ST_CACHE_HITS]), misses = atomic_load(&c[TDAX_ST_CACHE_MISSES]);
 	printf("block cache: %llu hits, %llu misses (%.1f%% hits), %llu filled from the file, %llu "
 	       "evicted, %llu dirty written back, %llu with no free block (into the file at once)\n",
@@ -242,10 +246,18 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 			continue;
 		printf("  %4u/%-4u ", fr[f].logged, fr[f].total);
 		text_str(stdout, file->path, sizeof(file->path));
-		uint32_t by = atomic_load(&file->rt.deferred);
+		uint32_t by = atomic_load(&file->rt.deferred), pid;
+		struct tdax_cachestat cs;
 		if (by)
-			printf("  [bypass: promoted by pid %u, %llu bytes logged]", by,
+			printf("  [bypass: promoted by pid %u, %llu bytes logged", by,
 			       (unsigned long long)atomic_load(&file->rt.logged_bytes));
+		if (by && tdax_cachestat_get(dev, f, file->gen, &cs, &pid))
+			printf(", %u blocks of %u KiB cached, %.1f%% hits, %.2f MB/s (%.2f appended)", cs.blocks,
+			       cs.block_size >> 10,
+			       cs.hits + cs.misses ? 100.0 * (double)cs.hits / (double)(cs.hits + cs.misses) : 0.0,
+			       (double)cs.bandwidth / 1e6, (double)cs.append / 1e6);
+		if (by)
+			printf("]");
 		if (fr[f].pinned)
 			printf("  [pinned: %u ranges (explicit mappings, tdax pin)]", fr[f].pinned);
 		printf("\n");
@@ -271,7 +283,7 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 	printf(", \"counters\": ");
 	json_counters(dev);
 	printf(", \"tunables\": {");
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < TDAX_TUNABLES_N; i++)
 		printf("%s\"%s\": %llu", i ? ", " : "", tdax_tunable_names[i].name,
 		       (unsigned long long)tdax_tunable_value(&t, i));
 	printf("}, \"files\": [");
@@ -288,6 +300,13 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 		       "\"promoted_by\": %u, \"logged_bytes\": %llu", fr[f].total, fr[f].logged, fr[f].pinned,
 		       by ? "bypass" : "coherent", by,
 		       (unsigned long long)atomic_load(&file->rt.logged_bytes));
+		struct tdax_cachestat cs;
+		uint32_t pid;
+		if (by && tdax_cachestat_get(dev, f, file->gen, &cs, &pid))
+			printf(", \"cache\": {\"blocks\": %u, \"block_size\": %u, \"hits\": %llu, \"misses\": %llu, "
+			       "\"bandwidth\": %llu, \"append_bandwidth\": %llu}", cs.blocks, cs.block_size,
+			       (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+			       (unsigned long long)cs.bandwidth, (unsigned long long)cs.append);
 		if (verbose) {
 			printf(", \"range_detail\": [");
 			print_ranges(dev, f, true, &t);
@@ -576,7 +595,7 @@ int cmd_get(int argc, char **argv)
 		return rc;
 	const char *key = optind < argc ? argv[optind] : NULL;
 	int want = -1;
-	for (int i = 0; key && i < 6; i++)
+	for (int i = 0; key && i < TDAX_TUNABLES_N; i++)
 		if (strcmp(tdax_tunable_names[i].name, key) == 0)
 			want = i;
 	if (key && want < 0)
@@ -587,7 +606,7 @@ int cmd_get(int argc, char **argv)
 		return fail(&e);
 	struct tdax_tunables t;
 	tdax_control_get(dev, &t);
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < TDAX_TUNABLES_N; i++) {
 		if (want >= 0 && i != want)
 			continue;
 		if (key)

@@ -9,16 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(TDAX_TUNABLES_OFF + sizeof(struct tdax_control) <= TDAX_HEADER_SIZE,
-	       "tunables fit the header");
+_Static_assert(TDAX_TUNABLES_OFF + sizeof(struct tdax_control) <= TDAX_CACHESTAT_OFF,
+	       "tunables fit their place in the header");
 
-const struct tdax_tunable_info tdax_tunable_names[6] = {
+const struct tdax_tunable_info tdax_tunable_names[TDAX_TUNABLES_N] = {
 	{ "upgrade_threshold", "%", "U: upgrade a range when M > U (0..100)" },
 	{ "downgrade_threshold", "%", "D: downgrade a range when M < D (0..U)" },
 	{ "write_threshold", "writes", "F: decide only once a range has F writes in its window" },
 	{ "granularity_order", "", "G: ranges of 2^G pages, for files tracked from now on (0..20)" },
 	{ "writeback_window_ms", "ms", "how long a writeback counts (the writeback decay)" },
 	{ "write_window_ms", "ms", "how long a write counts (the write decay)" },
+	{ "bypass_share_pct", "%", "bypass mode: the log's share for its block cache and selection (1..100)" },
+	{ "bypass_block", "bytes", "bypass mode: block size of caches set up from now on (512..65536, 2^n)" },
+	{ "bypass_floor", "B/s", "bypass mode: bandwidth below which a file is not promoted" },
+	{ "bypass_window_ms", "ms", "bypass mode: the window a file's bandwidth is measured over" },
 };
 
 const char *tdax_tunables_check(const struct tdax_tunables *t)
@@ -35,6 +39,13 @@ const char *tdax_tunables_check(const struct tdax_tunables *t)
 		return "the windows must be longer than 0 ms";
 	if (t->wb_window_ns > TDAX_MAX_WINDOW_NS || t->wr_window_ns > TDAX_MAX_WINDOW_NS)
 		return "the windows must be at most 86400000 ms (a day)";
+	if (t->bypass_share_pct < 1 || t->bypass_share_pct > 100)
+		return "bypass_share_pct must be in 1..100";
+	if (t->bypass_block < 512 || t->bypass_block > TDAX_MAX_BYPASS_BLOCK ||
+	    (t->bypass_block & (t->bypass_block - 1)))
+		return "bypass_block must be a power of two in 512..65536";
+	if (t->bypass_window_ns < 10000000ull || t->bypass_window_ns > 60000000000ull)
+		return "bypass_window_ms must be in 10..60000";
 	return 0;
 }
 
@@ -47,8 +58,19 @@ void tdax_control_get(const struct tdax_device *dev, struct tdax_tunables *t)
 	t->gran_order = atomic_load_explicit(&c->gran_order, memory_order_relaxed);
 	t->wb_window_ns = atomic_load_explicit(&c->wb_window_ns, memory_order_relaxed);
 	t->wr_window_ns = atomic_load_explicit(&c->wr_window_ns, memory_order_relaxed);
+	const struct tdax_tunables d = TDAX_DEFAULT_TUNABLES;
+	/* A region made before bypass mode's tunables has zeros there. */
+	t->bypass_share_pct = atomic_load_explicit(&c->bypass_share_pct, memory_order_relaxed);
+	t->bypass_block = atomic_load_explicit(&c->bypass_block, memory_order_relaxed);
+	t->bypass_floor = atomic_load_explicit(&c->bypass_floor, memory_order_relaxed);
+	t->bypass_window_ns = atomic_load_explicit(&c->bypass_window_ns, memory_order_relaxed);
+	if (!t->bypass_share_pct && !t->bypass_block && !t->bypass_window_ns) {
+		t->bypass_share_pct = d.bypass_share_pct;
+		t->bypass_block = d.bypass_block;
+		t->bypass_window_ns = d.bypass_window_ns;
+	}
 	if (tdax_tunables_check(t))
-		*t = (struct tdax_tunables)TDAX_DEFAULT_TUNABLES;
+		*t = d;
 }
 
 static void put(struct tdax_device *dev, const struct tdax_tunables *t)
@@ -60,6 +82,10 @@ static void put(struct tdax_device *dev, const struct tdax_tunables *t)
 	atomic_store(&c->gran_order, t->gran_order);
 	atomic_store(&c->wb_window_ns, t->wb_window_ns);
 	atomic_store(&c->wr_window_ns, t->wr_window_ns);
+	atomic_store(&c->bypass_share_pct, t->bypass_share_pct);
+	atomic_store(&c->bypass_block, t->bypass_block);
+	atomic_store(&c->bypass_floor, t->bypass_floor);
+	atomic_store(&c->bypass_window_ns, t->bypass_window_ns);
 	tdax_dev_persist(dev, c, sizeof(*c));
 }
 
@@ -77,7 +103,11 @@ uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i)
 	case 2: return t->write_threshold;
 	case 3: return t->gran_order;
 	case 4: return t->wb_window_ns / 1000000u;
-	default: return t->wr_window_ns / 1000000u;
+	case 5: return t->wr_window_ns / 1000000u;
+	case 6: return t->bypass_share_pct;
+	case 7: return t->bypass_block;
+	case 8: return t->bypass_floor;
+	default: return t->bypass_window_ns / 1000000u;
 	}
 }
 
@@ -87,17 +117,17 @@ static int parse_one(struct tdax_tunables *t, const char *kv, struct tdax_err *e
 	const char *eq = strchr(kv, '=');
 	size_t len = eq ? (size_t)(eq - kv) : strlen(kv);
 	int i = 0;
-	while (i < 6 && (strlen(tdax_tunable_names[i].name) != len ||
-			 strncmp(tdax_tunable_names[i].name, kv, len) != 0))
+	while (i < TDAX_TUNABLES_N && (strlen(tdax_tunable_names[i].name) != len ||
+				       strncmp(tdax_tunable_names[i].name, kv, len) != 0))
 		i++;
-	if (!eq || i == 6)
+	if (!eq || i == TDAX_TUNABLES_N)
 		return tdax_errf(err, "unknown tunable '%.*s' (see 'tdax get'); nothing was changed",
 				 (int)len, kv);
 	const char *value = eq + 1;
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(value, &end, 10);
-	if (errno || end == value || *end || value[0] == '-' || v > UINT32_MAX)
+	if (errno || end == value || *end || value[0] == '-' || (v > UINT32_MAX && i != 8))
 		return tdax_errf(err, "%s: '%s' is not a whole number; nothing was changed",
 				 tdax_tunable_names[i].name, value);
 	switch (i) {
@@ -106,7 +136,11 @@ static int parse_one(struct tdax_tunables *t, const char *kv, struct tdax_err *e
 	case 2: t->write_threshold = (uint32_t)v; break;
 	case 3: t->gran_order = (uint32_t)v; break;
 	case 4: t->wb_window_ns = v * 1000000u; break;
-	default: t->wr_window_ns = v * 1000000u; break;
+	case 5: t->wr_window_ns = v * 1000000u; break;
+	case 6: t->bypass_share_pct = (uint32_t)v; break;
+	case 7: t->bypass_block = (uint32_t)v; break;
+	case 8: t->bypass_floor = v; break;
+	default: t->bypass_window_ns = v * 1000000u; break;
 	}
 	return 0;
 }

@@ -21,6 +21,11 @@ struct tdax_control {
 	_Atomic uint32_t gran_order;
 	_Atomic uint64_t wb_window_ns;
 	_Atomic uint64_t wr_window_ns;
+	/* (0 in a region made before them: their defaults) */
+	_Atomic uint32_t bypass_share_pct;
+	_Atomic uint32_t bypass_block;
+	_Atomic uint64_t bypass_floor;
+	_Atomic uint64_t bypass_window_ns;
 };
 
 static inline struct tdax_control *tdax_control(const struct tdax_device *dev)
@@ -41,7 +46,7 @@ struct tdax_tunable_info {
 	const char *unit;
 	const char *help;
 };
-extern const struct tdax_tunable_info tdax_tunable_names[6];
+extern const struct tdax_tunable_info tdax_tunable_names[TDAX_TUNABLES_N];
 uint64_t tdax_tunable_value(const struct tdax_tunables *t, int i);
 
 /* Set every KEY=VALUE of kv[0..n) in the device, or none: all are parsed and

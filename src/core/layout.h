@@ -19,6 +19,7 @@
  *                 every write of a file not registered, files.h)
  *   1024          device-wide counters (stats.h)
  *   2048          tunables of the policy (control.h)
+ *   2304          promoted files' cache figures, for tdax status (cachestat.h)
  *   3072          directories whose syncs the log may answer (dirs.h)
  *   4096          end of the header
  *   files_off     file identity table (files.h), max_files entries, then
@@ -46,6 +47,7 @@
 #define TDAX_REGISTRATIONS_OFF 640
 #define TDAX_STATS_OFF 1024
 #define TDAX_TUNABLES_OFF 2048
+#define TDAX_CACHESTAT_OFF 2304
 #define TDAX_DIRS_OFF 3072
 #define TDAX_HEADER_SIZE 4096
 

@@ -3,8 +3,6 @@
  */
 #include "policy/s3fifo.h"
 
-#include <string.h>
-
 /* A node's queue; OUT is 0 so that a zeroed node is out of every queue. */
 enum { OUT = 0, SMALL, MAIN };
 
@@ -30,15 +28,19 @@ size_t tdax_s3fifo_bytes(uint32_t n)
 
 void tdax_s3fifo_init(struct tdax_s3fifo *c, uint32_t n, void *mem)
 {
-	memset(mem, 0, tdax_s3fifo_bytes(n));
 	c->n = n;
-	c->small_cap = small_cap(n);
-	c->main_cap = n - c->small_cap;
+	tdax_s3fifo_resize(c, n);
 	c->small = c->main = (struct tdax_s3fifo_queue){ TDAX_S3FIFO_NONE, TDAX_S3FIFO_NONE, 0 };
 	c->ghost = mem;
 	c->ghost_mask = ghost_slots(n) - 1;
 	c->node = (struct tdax_s3fifo_node *)(c->ghost + ghost_slots(n));
 	c->ghost_seq = 0;
+}
+
+void tdax_s3fifo_resize(struct tdax_s3fifo *c, uint32_t m)
+{
+	c->small_cap = small_cap(m);
+	c->main_cap = m - c->small_cap;
 }
 
 /* The ghost. A key lives in the slots from its hash's on, within the

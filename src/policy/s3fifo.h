@@ -8,7 +8,7 @@
  * The cache holds n objects, ids 0..n-1, each with a key (the caller's
  * name for what the id holds) and a frequency of 0..3. Three FIFO queues:
  *   S, small: where a new object enters; its target is 10 % of n (at
- *      least 1). Most objects are accessed once and never again; S lets
+ *      least 1; n, or the size tdax_s3fifo_resize gave). Most objects are accessed once and never again; S lets
  *      them go early, after a short stay, without disturbing M.
  *   M, main: the rest of n. An object of S accessed while in S moves to M
  *      when its turn to leave S comes (lazy promotion: no work at a hit);
@@ -25,7 +25,7 @@
  * probing over 16 slots; a key is in G while its insertion number is among
  * G's last main_cap. It is lossy: when the 16 slots of a new key are all
  * live, the oldest of them is forgotten early. Every call is O(1) (evict
- * amortized; init is O(n)).
+ * amortized; init too).
  */
 #ifndef TDAX_S3FIFO_H
 #define TDAX_S3FIFO_H
@@ -76,9 +76,15 @@ struct tdax_s3fifo {
 
 /* The memory tdax_s3fifo_init needs for ids 0..n-1 (n >= 1). */
 size_t tdax_s3fifo_bytes(uint32_t n);
-/* An empty cache of n ids over mem: tdax_s3fifo_bytes(n) bytes, any
- * content, 8-byte aligned; c and mem are the whole state. */
+/* An empty cache of n ids over mem: tdax_s3fifo_bytes(n) bytes of zeros,
+ * 8-byte aligned (fresh from calloc or an anonymous map: init touches none
+ * of it, so a cache sized for far more ids than it will hold costs only
+ * the pages it uses); c and mem are the whole state. */
 void tdax_s3fifo_init(struct tdax_s3fifo *c, uint32_t n, void *mem);
+/* The cache holds m objects now, 1 <= m <= n (ids stay 0..n-1): S's target
+ * and M's and G's capacity follow m. Nothing moves at once: a queue over
+ * its new target gives up objects at the following evictions. */
+void tdax_s3fifo_resize(struct tdax_s3fifo *c, uint32_t m);
 /* id enters with key and frequency 0: to M if key is in G (and it leaves
  * G), else to S. An id already queued is taken out first, as by remove.
  * Does not evict: the caller evicts first when n ids are queued. */

@@ -48,10 +48,13 @@ static struct {
 	struct tdax_device *dev;
 	uint32_t size, shift;      /* a block's bytes, their log2 */
 	uint32_t per_arena;        /* blocks in one arena */
-	uint32_t max_arenas, narenas;
+	uint32_t max_arenas;       /* room in the arrays: the whole log's */
+	uint32_t limit;            /* arenas the share allows now */
+	uint32_t narenas;          /* arenas claimed (above limit: the last ones go back) */
 	uint32_t *arena;           /* arena i's segment */
-	struct block *b;           /* max_arenas * per_arena */
+	struct block *b;           /* max_arenas * per_arena, touched as claimed */
 	uint32_t nb;               /* blocks of the arenas claimed */
+	uint32_t retire;           /* the next block a shrinking share evicts */
 	_Atomic uint64_t pool;     /* tag << 32 | block + 1 */
 	_Atomic uint32_t nfree;
 	uint32_t want;             /* free blocks a pass leaves */
@@ -59,31 +62,49 @@ static struct {
 	uint64_t seen;             /* the changes the queues have */
 	struct tdax_s3fifo q;
 	void *qmem;
+	uint64_t log_capacity;
 	uint64_t idle_since;       /* coarse ns; 0: a block is in use */
 } c;
+
+static size_t blocks_bytes(void)
+{
+	return (size_t)c.max_arenas * c.per_arena * sizeof(*c.b);
+}
+
+static size_t queues_bytes(void)
+{
+	return tdax_s3fifo_bytes(c.max_arenas * c.per_arena);
+}
+
+/* Zeroed address space for the arrays (at, if not NULL: the same place
+ * anew, in a fork's child): only the pages the claimed arenas' blocks use
+ * are ever touched, whatever the share grows to. */
+static void *zeroed(void *at, size_t bytes)
+{
+	void *m = tdax_sys_mmap(at, bytes, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED : 0), -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
 
 bool tdax_cache_init(struct tdax_device *dev)
 {
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
+	struct tdax_tunables t;
+	tdax_bypass_tunables(dev, &t);
 	uint32_t seg = dev->sb->seg_size;
-	uint64_t bs = tdax_env_value("TDAX_BYPASS_BLOCK", 4096, 512, seg / 2);
+	uint64_t bs = t.bypass_block < seg / 2 ? t.bypass_block : seg / 2;
 	c.shift = 63u - (uint32_t)__builtin_clzll(bs); /* a power of two, rounded down */
 	c.size = 1u << c.shift;
 	c.per_arena = seg / c.size - 1; /* the first block's room holds the header */
-	uint64_t share = u.capacity / 100 * tdax_env_value("TDAX_BYPASS_SHARE_PCT", 50, 1, 100);
-	c.max_arenas = (uint32_t)(share / seg) ? (uint32_t)(share / seg) : 1;
-	uint32_t n = c.max_arenas * c.per_arena;
-	c.want = n / 4 < POOL_MIN ? POOL_MIN : n / 4 > POOL_MAX ? POOL_MAX : n / 4;
-	if (c.want > n)
-		c.want = n;
+	c.log_capacity = u.capacity;
+	c.max_arenas = (uint32_t)(u.capacity / seg) ? (uint32_t)(u.capacity / seg) : 1;
 	c.arena = calloc(c.max_arenas, sizeof(*c.arena));
-	c.b = calloc(n, sizeof(*c.b));
-	void *qmem = aligned_alloc(8, (tdax_s3fifo_bytes(n) + 7) & ~(size_t)7);
-	if (!c.arena || !c.b || !qmem)
+	c.b = zeroed(NULL, blocks_bytes());
+	c.qmem = zeroed(NULL, queues_bytes());
+	if (!c.arena || !c.b || !c.qmem)
 		return false;
-	tdax_s3fifo_init(&c.q, n, qmem);
-	c.qmem = qmem;
+	tdax_s3fifo_init(&c.q, c.max_arenas * c.per_arena, c.qmem);
 	c.dev = dev;
 	return true;
 }
@@ -105,8 +126,21 @@ static int64_t take(void)
 	return top - 1;
 }
 
+/* The blocks below it stay; those above are of arenas going back to the
+ * log (the share shrank). */
+static uint32_t keep(void)
+{
+	return (c.narenas < c.limit ? c.narenas : c.limit) * c.per_arena;
+}
+
+/* Block id free (by the write-back thread only): into the pool, or out
+ * of use if its arena goes back. */
 static void give(uint32_t id)
 {
+	if (id >= keep()) {
+		atomic_store(&c.b[id].state, NONE);
+		return;
+	}
 	atomic_store(&c.b[id].state, FREE);
 	uint64_t h = atomic_load(&c.pool);
 	do
@@ -497,9 +531,20 @@ static bool log_has_room(void)
 	return u.segs_free > c.dev->sb->nsegs / 4;
 }
 
+/* The pool's watermark follows the share; the queues' size, the blocks
+ * kept. */
+static void sized(void)
+{
+	uint32_t n = c.limit * c.per_arena, k = keep();
+	c.want = n / 4 < POOL_MIN ? POOL_MIN : n / 4 > POOL_MAX ? POOL_MAX : n / 4;
+	if (c.want > n)
+		c.want = n;
+	tdax_s3fifo_resize(&c.q, k ? k : 1);
+}
+
 static bool claim_arena(void)
 {
-	if (c.narenas == c.max_arenas || !log_has_room())
+	if (c.narenas >= c.limit || !log_has_room())
 		return false;
 	int64_t seg = tdax_log_claim_arena(c.dev);
 	if (seg < 0)
@@ -508,44 +553,104 @@ static bool claim_arena(void)
 	tdax_device_prefault(c.dev, base, c.dev->sb->seg_size); /* no fault on a writer's path */
 	uint32_t a = c.narenas++, first = a * c.per_arena;
 	c.arena[a] = (uint32_t)seg;
+	c.nb = c.narenas * c.per_arena;
+	sized();
 	for (uint32_t i = 0; i < c.per_arena; i++) {
 		c.b[first + i].mem = base + (uint64_t)(i + 1) * c.size;
 		give(first + i);
 	}
+	return true;
+}
+
+/* The free blocks from block `from` on out of the pool, out of use (the
+ * pool emptied first: a writer finding it empty meanwhile writes into the
+ * file; the others go back). How many came out. */
+static uint32_t pull_out(uint32_t from)
+{
+	uint32_t got = 0, back = 0; /* back: a chain through next, block + 1 */
+	int64_t id;
+	while ((id = take()) >= 0) {
+		if ((uint32_t)id >= from) {
+			atomic_store(&c.b[id].state, NONE);
+			got++;
+		} else {
+			atomic_store(&c.b[id].next, back);
+			back = (uint32_t)id + 1;
+		}
+	}
+	while (back) {
+		uint32_t next = atomic_load(&c.b[back - 1].next);
+		give(back - 1);
+		back = next;
+	}
+	return got;
+}
+
+/* The last arena back to the log (none of its blocks in use). */
+static void release_last(void)
+{
+	uint32_t a = --c.narenas;
+	tdax_log_release_arena(c.dev, c.arena[a], (uint64_t)c.dev->sb->seg_size);
+	for (uint32_t i = a * c.per_arena; i < c.nb; i++) {
+		c.b[i].mem = NULL;
+		tdax_s3fifo_remove(&c.q, i);
+	}
 	c.nb = c.narenas * c.per_arena;
+	sized();
+}
+
+static bool arena_unused(uint32_t a)
+{
+	for (uint32_t i = a * c.per_arena; i < (a + 1) * c.per_arena; i++)
+		if (atomic_load(&c.b[i].state) != NONE)
+			return false;
 	return true;
 }
 
 /* Every arena back to the log, if no block is in use and none is taken
- * meanwhile (the pool emptied first: a writer finding it empty writes
- * into the file). */
+ * meanwhile. */
 static void release_arenas(void)
 {
-	uint32_t got = 0;
-	int64_t id;
-	while ((id = take()) >= 0) {
-		atomic_store(&c.b[id].state, NONE);
-		got++;
-	}
-	if (got < c.nb) { /* one is in use after all */
+	if (pull_out(0) < c.nb) { /* one is in use after all */
 		for (uint32_t i = 0; i < c.nb; i++)
 			if (atomic_load(&c.b[i].state) == NONE)
 				give(i);
 		return;
 	}
-	for (uint32_t a = 0; a < c.narenas; a++)
-		tdax_log_release_arena(c.dev, c.arena[a], (uint64_t)c.dev->sb->seg_size);
-	for (uint32_t i = 0; i < c.nb; i++) {
-		c.b[i].mem = NULL;
-		tdax_s3fifo_remove(&c.q, i);
+	while (c.narenas)
+		release_last();
+}
+
+/* The share now (tdax set changes it at run time): a smaller one takes
+ * the free blocks of the arenas past it out of the pool, and has their
+ * blocks in use evicted (tdax_cache_victims); a larger one puts back those
+ * a smaller one had taken out, and claims more as needed. */
+static void follow_the_share(void)
+{
+	struct tdax_tunables t;
+	tdax_bypass_tunables(c.dev, &t);
+	uint64_t share = c.log_capacity / 100 * t.bypass_share_pct;
+	uint32_t limit = (uint32_t)(share / c.dev->sb->seg_size);
+	limit = !limit ? 1 : limit > c.max_arenas ? c.max_arenas : limit;
+	if (limit == c.limit)
+		return;
+	uint32_t was = keep();
+	c.limit = limit;
+	sized();
+	if (keep() < was) {
+		pull_out(keep());
+	} else {
+		for (uint32_t i = was; i < keep(); i++)
+			if (atomic_load(&c.b[i].state) == NONE)
+				give(i);
 	}
-	c.narenas = c.nb = 0;
 }
 
 bool tdax_cache_serve(void)
 {
 	if (!c.dev)
 		return false;
+	follow_the_share();
 	uint64_t ch = atomic_load(&c.changes);
 	if (ch != c.seen) {
 		c.seen = ch;
@@ -559,6 +664,9 @@ bool tdax_cache_serve(void)
 			}
 		}
 	}
+	while (c.narenas > c.limit && arena_unused(c.narenas - 1))
+		release_last();
+	c.retire = keep();
 	while (atomic_load(&c.nfree) < c.want && claim_arena())
 		;
 	uint64_t now = tdax_coarse_ns();
@@ -570,7 +678,7 @@ bool tdax_cache_serve(void)
 	} else {
 		c.idle_since = 0;
 	}
-	return c.nb && atomic_load(&c.nfree) < c.want;
+	return c.nb && (atomic_load(&c.nfree) < c.want || c.retire < c.nb);
 }
 
 static uint32_t hits_of(void *ctx, uint32_t id)
@@ -582,6 +690,12 @@ static uint32_t hits_of(void *ctx, uint32_t id)
 uint32_t tdax_cache_victims(struct tdax_cache_victim *v, uint32_t max)
 {
 	uint32_t n = 0;
+	/* The blocks in use of arenas going back, once each a pass. */
+	for (; n < max && c.retire < c.nb; c.retire++)
+		if (atomic_load(&c.b[c.retire].state) == USED) {
+			tdax_s3fifo_remove(&c.q, c.retire);
+			v[n++] = (struct tdax_cache_victim){ .block = c.retire, .file = c.b[c.retire].file };
+		}
 	while (n < max && atomic_load(&c.nfree) + n < c.want) {
 		uint32_t id = tdax_s3fifo_evict(&c.q, hits_of, NULL);
 		if (id == TDAX_S3FIFO_NONE)
@@ -668,12 +782,15 @@ void tdax_cache_after_fork_child(void)
 {
 	if (!c.dev)
 		return;
-	uint32_t n = c.max_arenas * c.per_arena;
-	memset(c.b, 0, (size_t)n * sizeof(*c.b));
-	tdax_s3fifo_init(&c.q, n, c.qmem);
+	/* (Fresh pages: the arrays' used part is copied, untouched.) */
+	if (!zeroed(c.b, blocks_bytes()) || !zeroed(c.qmem, queues_bytes())) {
+		c.dev = NULL; /* no blocks in this child: its promoted files' writes go into them */
+		return;
+	}
+	tdax_s3fifo_init(&c.q, c.max_arenas * c.per_arena, c.qmem);
 	atomic_store(&c.pool, 0);
 	atomic_store(&c.nfree, 0);
-	c.narenas = c.nb = 0;
+	c.narenas = c.nb = c.limit = 0;
 	c.seen = atomic_load(&c.changes);
 	c.idle_since = 0;
 }

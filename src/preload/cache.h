@@ -11,9 +11,12 @@
  * read by recovery; its arenas (log segments it claims, log.h) are wiped
  * when the log reclaims them.
  *
- * The blocks (TDAX_BYPASS_BLOCK bytes, 4 KiB by default) come from arenas
- * the write-back thread claims from the log, up to the process's share of
- * the device (TDAX_BYPASS_SHARE_PCT of the log). A block holds bytes
+ * The blocks (bypass_block bytes, 4 KiB by default, fixed when the cache
+ * is set up) come from arenas the write-back thread claims from the log,
+ * up to the process's share of the device (bypass_share_pct of the log,
+ * followed at run time). Both are tunables (state.h's
+ * tdax_bypass_tunables: tdax set, or the process's TDAX_BYPASS_BLOCK and
+ * TDAX_BYPASS_SHARE_PCT). A block holds bytes
  * [0, hi) of its place in the file, and the file has no bytes of its own
  * past hi there. A write takes a block (write-allocate), filled from the
  * file first if the file had bytes there the write does not cover; it
@@ -104,13 +107,18 @@ void tdax_cache_flush_end(struct tdax_cached *c, bool written);
  * demotion; the blocks are the pool's again at the next pass. */
 void tdax_cache_drop(struct tdax_cached *c);
 
-/* The write-back thread's pass: queue the blocks taken since the last one,
- * recycle the dropped ones, claim arenas while the pool is short and the
- * share has room; give the arenas back once none has been in use for a
- * while. True if the pool is still short of its watermark: then evict. */
+/* The write-back thread's pass: follow the share (the tunables: tdax set),
+ * queue the blocks taken since the last pass, recycle the dropped ones,
+ * give back the arenas past a smaller share once their blocks are out of
+ * use, claim arenas while the pool is short and the share has room; give
+ * them all back once none has been in use for a while. True if the pool is
+ * still short of its watermark or blocks past the share are in use: then
+ * take victims until there are none. */
 bool tdax_cache_serve(void);
 
-/* Eviction, by the write-back thread: victims by S3-FIFO, each with its
+/* Eviction, by the write-back thread: victims (the blocks in use past a
+ * smaller share, each once a pass; then by S3-FIFO until the pool is at
+ * its watermark), each with its
  * file's entry index; then per file, under its lock, begin (which of them
  * are still the file's, their versions), without it write (dirty ones into
  * the file through fd), under it again end (those not written to since

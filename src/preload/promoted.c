@@ -532,7 +532,9 @@ void tdax_promoted_serve_cache(void)
 {
 	struct tdax_cache_victim v[VICTIMS];
 	uint32_t n;
-	while (tdax_cache_serve() && (n = tdax_cache_victims(v, VICTIMS)) > 0) {
+	if (!tdax_cache_serve())
+		return;
+	while ((n = tdax_cache_victims(v, VICTIMS)) > 0) {
 		/* By file: the victims of one file together (a few files at most
 		 * are promoted in one process). */
 		for (uint32_t i = 0; i < n;) {

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "preload/selection.h"
+#include "core/cachestat.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "preload/state.h"
@@ -11,8 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The selection's parameters (the selecting thread's), and those the
+ * profiling threads read: the tunables of the last pass. */
 static struct tdax_select_params params;
-static uint64_t window_ns;
+static uint64_t log_capacity;
+static _Atomic uint64_t window_ns_, floor_;
+
+static uint64_t window(void)
+{
+	return atomic_load_explicit(&window_ns_, memory_order_relaxed);
+}
+
+/* The tunables now into the parameters (tdax set changes them at run
+ * time): true if the selection's changed. */
+static bool tune(void)
+{
+	struct tdax_tunables t;
+	tdax_bypass_tunables(tdax_rt.dev, &t);
+	atomic_store_explicit(&window_ns_, t.bypass_window_ns, memory_order_relaxed);
+	atomic_store_explicit(&floor_, t.bypass_floor, memory_order_relaxed);
+	struct tdax_select_params was = params;
+	params.capacity = log_capacity / 100 * t.bypass_share_pct;
+	params.floor = t.bypass_floor;
+	params.hold_ns = tdax_rt.wb_age_ns < t.bypass_window_ns ? tdax_rt.wb_age_ns : t.bypass_window_ns;
+	return params.capacity != was.capacity || params.floor != was.floor || params.hold_ns != was.hold_ns;
+}
 
 /* The selection's scratch space, one per file, and its state. */
 static struct tdax_candidate *cand;
@@ -32,10 +56,12 @@ bool tdax_selection_init(const struct tdax_device *dev)
 		return false;
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
-	params.capacity = u.capacity / 100 * tdax_env_value("TDAX_BYPASS_SHARE_PCT", 50, 1, 100);
-	params.floor = tdax_env_value("TDAX_BYPASS_FLOOR", 0, 0, (uint64_t)1 << 40);
-	window_ns = tdax_env_value("TDAX_BYPASS_WINDOW_MS", 1000, 10, 60000) * 1000000u;
-	params.hold_ns = tdax_rt.wb_age_ns < window_ns ? tdax_rt.wb_age_ns : window_ns;
+	log_capacity = u.capacity;
+	struct tdax_tunables t;
+	tdax_bypass_tunables(dev, &t);
+	atomic_store(&window_ns_, t.bypass_window_ns);
+	atomic_store(&floor_, t.bypass_floor);
+	params.capacity = log_capacity / 100 * t.bypass_share_pct;
 	params.append_hold_ns = TDAX_SELECT_APPEND_HOLD_NS;
 	params.keep_pct = TDAX_SELECT_KEEP_PCT;
 	return true;
@@ -50,8 +76,8 @@ static void profiled(struct tdax_promoted *b, uint64_t now)
 /* The writes b (locked) holds back go into its profile. */
 static void flush(struct tdax_promoted *b, uint64_t now)
 {
-	tdax_profile_writes(&b->prof, window_ns, now, b->pend_wr, false, b->pend_n - b->pend_ap_n);
-	tdax_profile_writes(&b->prof, window_ns, now, b->pend_ap, true, b->pend_ap_n);
+	tdax_profile_writes(&b->prof, window(), now, b->pend_wr, false, b->pend_n - b->pend_ap_n);
+	tdax_profile_writes(&b->prof, window(), now, b->pend_ap, true, b->pend_ap_n);
 	b->pend_wr = b->pend_ap = 0;
 	b->pend_n = b->pend_ap_n = 0;
 	profiled(b, now);
@@ -81,7 +107,7 @@ void tdax_selection_served_read(int fd, uint64_t len)
 	if (!b)
 		return;
 	uint64_t now = tdax_coarse_ns();
-	tdax_profile_read(&b->prof, window_ns, now, len);
+	tdax_profile_read(&b->prof, window(), now, len);
 	profiled(b, now);
 }
 
@@ -89,7 +115,7 @@ void tdax_selection_synced(struct tdax_promoted *b)
 {
 	uint64_t now = tdax_coarse_ns();
 	flush(b, now);
-	tdax_profile_sync(&b->prof, window_ns, now);
+	tdax_profile_sync(&b->prof, window(), now);
 }
 
 /* Select among the files profiled within the window (one thread at a
@@ -100,16 +126,17 @@ static bool select_now(uint64_t now, bool always)
 	bool idle = false;
 	if (!atomic_compare_exchange_strong(&selecting, &idle, true))
 		return false;
+	bool retuned = tune();
 	uint32_t n = 0, files = tdax_promoted_count();
 	uint64_t set = 0;
 	for (uint32_t i = 0; i < files; i++) {
 		struct tdax_promoted *b = tdax_promoted_at(i);
-		if (now - atomic_load_explicit(&b->profiled_ns, memory_order_relaxed) > window_ns) {
+		if (now - atomic_load_explicit(&b->profiled_ns, memory_order_relaxed) > window()) {
 			atomic_store_explicit(&b->selected, false, memory_order_relaxed);
 			continue;
 		}
 		memset(&cand[n], 0, sizeof(cand[n]));
-		tdax_profile_rates(&b->prof, window_ns, now, &cand[n].rates);
+		tdax_profile_rates(&b->prof, window(), now, &cand[n].rates);
 		/* (Read unlocked: a promotion or demotion meanwhile only moves
 		 * the hysteresis of this one selection.) */
 		cand[n].promoted = __atomic_load_n(&b->fd, __ATOMIC_RELAXED) >= 0;
@@ -117,7 +144,7 @@ static bool select_now(uint64_t now, bool always)
 		of[n++] = i;
 	}
 	uint64_t total = tdax_select_total(cand, n, &params);
-	if (always || set != selected_set || tdax_select_due(selected_total, total)) {
+	if (retuned || always || set != selected_set || tdax_select_due(selected_total, total)) {
 		tdax_select(cand, order, n, &params);
 		selected_total = total;
 		selected_set = set;
@@ -138,9 +165,9 @@ bool tdax_selection_takes(struct tdax_promoted *b)
 	 * last refused, or a while after -- not at every sync. */
 	uint64_t now = tdax_coarse_ns();
 	struct tdax_rates r;
-	tdax_profile_rates(&b->prof, window_ns, now, &r);
+	tdax_profile_rates(&b->prof, window(), now, &r);
 	uint64_t bw = tdax_select_bandwidth(&r);
-	if (bw < params.floor || !bw ||
+	if (bw < atomic_load_explicit(&floor_, memory_order_relaxed) || !bw ||
 	    (bw < 2 * b->refused_bw && now - atomic_load(&selected_ns) < TDAX_SELECTION_RETRY_NS))
 		return false;
 	bool asked = select_now(now, true);
@@ -155,8 +182,45 @@ void tdax_selection_after_fork_child(void)
 	atomic_store(&selecting, false);
 }
 
+static bool still_promoted(uint32_t idx)
+{
+	return idx < tdax_promoted_count() && tdax_promoted_at(idx)->fd >= 0;
+}
+
+/* The figures of this process's promoted files into the device's table. */
+static void publish(void)
+{
+	static uint64_t last;
+	uint64_t now = tdax_coarse_ns();
+	if (now - last < TDAX_CACHESTAT_EVERY_NS)
+		return;
+	last = now;
+	struct tdax_cache_usage u;
+	tdax_cache_usage(&u);
+	uint32_t pid = tdax_pid();
+	for (uint32_t i = 0, files = tdax_promoted_count(); i < files && atomic_load(&tdax_fds_promoted); i++) {
+		struct tdax_promoted *b = tdax_promoted_at(i);
+		if (b->fd < 0)
+			continue;
+		tdax_promoted_lock(b);
+		struct tdax_rates r;
+		tdax_profile_rates(&b->prof, window(), now, &r);
+		struct tdax_cachestat v = {
+			.blocks = b->cached.blocks, .block_size = u.block_size, .hits = b->cached.hits,
+			.misses = b->cached.misses, .bandwidth = tdax_select_bandwidth(&r), .append = r.append,
+		};
+		uint32_t gen = b->gen;
+		bool promoted = b->fd >= 0;
+		tdax_promoted_unlock(b);
+		if (promoted)
+			tdax_cachestat_put(tdax_rt.dev, pid, i, gen, &v);
+	}
+	tdax_cachestat_sweep(tdax_rt.dev, pid, still_promoted);
+}
+
 void tdax_selection_serve(void)
 {
+	publish();
 	uint64_t now = tdax_coarse_ns();
 	if (!cand || now - atomic_load(&selected_ns) < TDAX_SELECTION_EVERY_NS)
 		return;

@@ -4,11 +4,12 @@
  * bypass mode), the selection of policy/select.h over them, and the
  * demotion of promoted files it drops.
  *
- * The capacity is a share of the device's log (TDAX_BYPASS_SHARE_PCT,
- * default 50 %; the rest is coherent mode's), the block cache's (cache.h),
- * the floor TDAX_BYPASS_FLOOR bytes a second (default 0: every file that
- * synced in the window is a candidate, the capacity decides), the
- * profiles' window TDAX_BYPASS_WINDOW_MS (default 1000); a file's
+ * The capacity is a share of the device's log (bypass_share_pct, default
+ * 50 %; the rest is coherent mode's), the block cache's (cache.h), the
+ * floor bypass_floor bytes a second (default 0: every file that synced in
+ * the window is a candidate, the capacity decides), the profiles' window
+ * bypass_window_ms (default 1000): tunables (state.h's
+ * tdax_bypass_tunables), read again at each selection; a file's
  * footprint is the blocks its writes in place keep for one window, or for
  * TDAX_WB_AGE_MS if the write-back takes them sooner, and its appends' of
  * a tenth of a second (the append reservation, policy/select.h). Each
@@ -49,7 +50,9 @@ void tdax_selection_served_read(int fd, uint64_t len);
 bool tdax_selection_takes(struct tdax_promoted *b);
 
 /* The write-back thread's pass: select again if due; demote the promoted
- * files the selection dropped. */
+ * files the selection dropped; every TDAX_CACHESTAT_EVERY_NS, this
+ * process's promoted files' bandwidth and cache figures into the device's
+ * table (core/cachestat.h), for tdax status. */
 void tdax_selection_serve(void);
 
 /* In the child of a fork: a selection the parent was making is not. */

@@ -121,6 +121,8 @@ static void configure(void)
 	tdax_rt.bypass = m && !strcmp(m, "bypass");
 	if (m && !tdax_rt.bypass && strcmp(m, "coherent"))
 		tdax_warn("unknown TDAX_MODE '%s'%s; using coherent", m, "");
+	if (tdax_rt.bypass)
+		tdax_bypass_configure();
 	tdax_rules_configure();
 }
 

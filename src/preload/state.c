@@ -4,11 +4,13 @@
  */
 #define _GNU_SOURCE
 #include "preload/state.h"
+#include "core/control.h"
 #include "core/env.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 struct tdax_runtime tdax_rt;
@@ -86,4 +88,41 @@ uint64_t tdax_env_value(const char *name, uint64_t dflt, uint64_t lo, uint64_t h
 	if (tdax_env_u64(name, dflt, lo, hi, &v, why, sizeof(why)))
 		tdax_warn("%s%s", why, "");
 	return v;
+}
+
+/* Bypass mode's variables, in the order of its tunables (control.h). */
+static const struct tdax_env_number bypass_vars[4] = {
+	{ "TDAX_BYPASS_SHARE_PCT", 50, 1, 100 },
+	{ "TDAX_BYPASS_BLOCK", 4096, 512, TDAX_MAX_BYPASS_BLOCK },
+	{ "TDAX_BYPASS_FLOOR", 0, 0, (uint64_t)1 << 40 },
+	{ "TDAX_BYPASS_WINDOW_MS", 1000, 10, 60000 },
+};
+
+void tdax_bypass_configure(void)
+{
+	uint64_t v[4];
+	for (int i = 0; i < 4; i++) {
+		v[i] = tdax_env_value(bypass_vars[i].name, bypass_vars[i].dflt, bypass_vars[i].lo, bypass_vars[i].hi);
+		if (secure_getenv(bypass_vars[i].name))
+			tdax_rt.bypass_env_set |= 1u << i;
+	}
+	tdax_rt.bypass_env.bypass_share_pct = (uint32_t)v[0];
+	tdax_rt.bypass_env.bypass_block = (uint32_t)v[1];
+	tdax_rt.bypass_env.bypass_floor = v[2];
+	tdax_rt.bypass_env.bypass_window_ns = v[3] * 1000000u;
+}
+
+void tdax_bypass_tunables(const struct tdax_device *dev, struct tdax_tunables *t)
+{
+	tdax_control_get(dev, t);
+	uint32_t set = tdax_rt.bypass_env_set;
+	const struct tdax_tunables *e = &tdax_rt.bypass_env;
+	if (set & 1)
+		t->bypass_share_pct = e->bypass_share_pct;
+	if (set & 2)
+		t->bypass_block = e->bypass_block;
+	if (set & 4)
+		t->bypass_floor = e->bypass_floor;
+	if (set & 8)
+		t->bypass_window_ns = e->bypass_window_ns;
 }

@@ -19,6 +19,7 @@
 #include "core/device.h"
 #include "core/files.h"
 #include "core/stats.h"
+#include "core/tunables.h"
 
 /* thesis: the thesis' tracking policy; adaptive: the same with thresholds
  * of its own per range and upgrade-ahead for append streams
@@ -46,6 +47,8 @@ struct tdax_runtime {
 	bool leases;                 /* write leases may spare syncs their look at the file (lease.h) */
 	int lease_signal;            /* the signal of a lease's break (TDAX_LEASE_SIGNAL) */
 	bool bypass;                 /* TDAX_MODE=bypass: files may be promoted (bypass.h) */
+	struct tdax_tunables bypass_env; /* bypass mode's tunables this process's variables fix */
+	uint32_t bypass_env_set;     /* which: bit i for tdax_tunable_names[6 + i] */
 	_Atomic int lost;            /* the region was removed, replaced or truncated (watch.h) */
 	uint8_t *touched;            /* per file entry: this process logged to it */
 	uint32_t *named;             /* per file entry: the generation whose path is in the trace */
@@ -212,6 +215,13 @@ void tdax_warn(const char *fmt, const char *a, const char *b);
 /* The number in environment variable name, within [lo, hi]; dflt if it is
  * unset, and (with a warning) if it is not such a number. */
 uint64_t tdax_env_value(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi);
+
+/* Bypass mode's variables (TDAX_BYPASS_SHARE_PCT, _BLOCK, _FLOOR and
+ * _WINDOW_MS) into tdax_rt, at start. */
+void tdax_bypass_configure(void);
+/* The tunables, with bypass mode's: the device's (tdax set: read anew at
+ * each call), each fixed for this process by its variable if it was set. */
+void tdax_bypass_tunables(const struct tdax_device *dev, struct tdax_tunables *t);
 
 /* Count a fallback and say so once per process and reason (unless quiet). */
 void tdax_fallback(enum tdax_fallback why, const char *path);

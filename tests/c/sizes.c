@@ -40,7 +40,9 @@ int main(void)
 	printf("{\"structs\": {\n");
 	STRUCT(tdax_tunables, 0, FIELD(tdax_tunables, upgrade_pct), FIELD(tdax_tunables, downgrade_pct),
 	       FIELD(tdax_tunables, write_threshold), FIELD(tdax_tunables, gran_order),
-	       FIELD(tdax_tunables, wb_window_ns), FIELD(tdax_tunables, wr_window_ns));
+	       FIELD(tdax_tunables, wb_window_ns), FIELD(tdax_tunables, wr_window_ns),
+	       FIELD(tdax_tunables, bypass_share_pct), FIELD(tdax_tunables, bypass_block),
+	       FIELD(tdax_tunables, bypass_floor), FIELD(tdax_tunables, bypass_window_ns));
 	STRUCT(tdax_range_track, 0, FIELD(tdax_range_track, state), FIELD(tdax_range_track, dirty),
 	       FIELD(tdax_range_track, last_page), FIELD(tdax_range_track, transitions),
 	       FIELD(tdax_range_track, wr), FIELD(tdax_range_track, wb), FIELD(tdax_range_track, sy),

@@ -3,7 +3,8 @@
  * leave through it, an object accessed in the small queue moves to main,
  * the ghost sends a returning key to main and forgets, main's second
  * chances, the runtime's handed-over hits, remove, a scan that does not
- * flush the hot set (against a plain FIFO), and random operations. */
+ * flush the hot set (against a plain FIFO), a resize, and random
+ * operations. */
 #include "harness.h"
 
 #include <string.h>
@@ -20,7 +21,7 @@ static struct tdax_s3fifo *fresh(uint32_t n)
 {
 	if (tdax_s3fifo_bytes(n) > sizeof(arena))
 		abort();
-	memset(arena, 0xa5, sizeof(arena)); /* init takes memory of any content */
+	memset(arena, 0, sizeof(arena)); /* init takes zeroed memory */
 	tdax_s3fifo_init(&C, n, arena);
 	return &C;
 }
@@ -356,4 +357,35 @@ TEST(an_eviction_ends_even_when_every_look_hands_over_an_access)
 	CHECK(tdax_s3fifo_small_size(c) + tdax_s3fifo_main_size(c) == 9);
 	v = tdax_s3fifo_evict(c, always_hit, NULL);
 	CHECK(v < 10 && !tdax_s3fifo_queued(c, v));
+}
+
+/* The block cache holds fewer blocks than it has ids for while its share
+ * is small: S's target and G's span follow the size it is given. */
+TEST(a_resized_cache_keeps_its_small_queue_at_a_tenth_of_its_new_size)
+{
+	struct tdax_s3fifo *c = fresh(100);
+	tdax_s3fifo_resize(c, 20); /* S's target: 2 */
+	tdax_s3fifo_insert(c, 0, 7);
+	CHECK(tdax_s3fifo_evict(c, NULL, NULL) == 0);
+	tdax_s3fifo_insert(c, 0, 7); /* back from G: into M */
+	CHECK(tdax_s3fifo_in_main(c, 0));
+	for (uint32_t i = 1; i <= 3; i++)
+		tdax_s3fifo_insert(c, i, 100 + i);
+	CHECK(tdax_s3fifo_evict(c, NULL, NULL) == 1); /* S at 3 >= 2: its oldest */
+	tdax_s3fifo_resize(c, 100); /* S's target: 10, S at 2 is under it */
+	CHECK(tdax_s3fifo_evict(c, NULL, NULL) == 0); /* M's oldest */
+	CHECK(tdax_s3fifo_small_size(c) == 2 && tdax_s3fifo_main_size(c) == 0);
+}
+
+TEST(a_resized_cache_keeps_as_many_ghosts_as_its_new_main_holds)
+{
+	struct tdax_s3fifo *c = fresh(100);
+	tdax_s3fifo_resize(c, 10); /* M's capacity and G's: 9 */
+	for (uint32_t i = 0; i < 10; i++)
+		tdax_s3fifo_insert(c, i, 1000 + i);
+	for (uint32_t i = 0; i < 10; i++)
+		CHECK(tdax_s3fifo_evict(c, NULL, NULL) == i);
+	CHECK(!tdax_s3fifo_ghost_has(c, 1000)); /* ten went to G: the first is gone */
+	for (uint32_t i = 1; i < 10; i++)
+		CHECK(tdax_s3fifo_ghost_has(c, 1000 + i));
 }

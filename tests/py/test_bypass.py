@@ -2,6 +2,7 @@
 go to the device alone and its syncs are a fence; anything that could see
 the kernel's copy -- a read, a stat, another open, the writer's death --
 finds what the application wrote, and nothing acknowledged is lost."""
+import hashlib
 import json
 import os
 import random
@@ -312,17 +313,27 @@ print("command done", flush=True)
 
 
 def test_status_names_a_promoted_file_and_its_process(dev, diskdir):
+    """... with its bandwidth, its blocks in the block cache and their hit
+    rate (#20 item 5), as its write-back thread publishes them."""
     f = diskdir / "log"
     holder = APPENDER + "print(os.getpid(), flush=True)\ntime.sleep(60)\n"
-    with started(dev, holder, f, 50, env=BYPASS) as p:
-        assert p.stdout.readline().strip() == "synced 50"
+    with started(dev, holder, f, 2000, env=BYPASS) as p:
+        assert p.stdout.readline().strip() == "synced 2000"
         pid = int(p.stdout.readline())
+        time.sleep(0.2)  # (published every 100 ms)
         st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
         mine = [x for x in st["files"] if x["path"] == str(f)]
         assert mine and mine[0]["mode"] == "bypass" and mine[0]["promoted_by"] == pid, st["files"]
-        assert mine[0]["logged_bytes"] >= 40 * 64
+        assert mine[0]["logged_bytes"] >= 1900 * 64
+        cache = mine[0]["cache"]
+        # ~1,900 appends of 64 B after the promotion: ~30 blocks of 4 KiB,
+        # every append but each block's first found its block
+        assert 20 <= cache["blocks"] <= 40 and cache["block_size"] == 4096, cache
+        assert cache["hits"] >= 1800 and cache["misses"] <= 100, cache
+        assert cache["bandwidth"] > 0 and cache["append_bandwidth"] == cache["bandwidth"], cache
         text = run(TDAX, "status", "--device", dev, check=0).stdout
         assert f"{f}  [bypass: promoted by pid {pid}," in text, text
+        assert "blocks of 4 KiB cached, 9" in text and "% hits" in text and "MB/s" in text, text
     # Killed with it promoted: recovery writes it in, and it is coherent again.
     run(TDAX, "recover", "--device", dev, check=0)
     st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
@@ -622,3 +633,92 @@ def test_a_bad_selection_setting_is_said_and_the_nearest_bound_used(dev, diskdir
     p = tdax_run(dev, APPENDER, f, 100, env=dict(BYPASS, TDAX_QUIET="0", TDAX_BYPASS_SHARE_PCT="0"))
     assert "TDAX_BYPASS_SHARE_PCT=0 is outside 1..100; using 1" in p.stderr, p.stderr
     assert counters(dev)["promotions"] >= 1  # 1 % of the log: room for this file
+
+
+# Fills 12 MiB of a file in 4 KiB writes (synced every 16), then rewrites
+# random blocks of it at ~100 a second, each synced, until the file named
+# second exists; prints "filled" after the fill, then the SHA-256 of what
+# it wrote.
+REWRITER = r"""
+import hashlib, os, random, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+blocks = 3072
+model = bytearray()
+for i in range(blocks):
+    b = b"%08d" % i * 512
+    os.write(fd, b); model += b
+    if i % 16 == 15:
+        os.fdatasync(fd)
+os.fdatasync(fd)
+print("filled", flush=True)
+rng, gen = random.Random(7), 0
+while not os.path.exists(sys.argv[2]):
+    i, gen = rng.randrange(blocks), gen + 1
+    b = b"%08d" % (blocks + gen) * 512
+    os.pwrite(fd, b, i * 4096); model[i * 4096:(i + 1) * 4096] = b
+    os.fdatasync(fd)
+    time.sleep(0.01)
+print(hashlib.sha256(model).hexdigest(), flush=True)
+"""
+
+
+def arenas(dev):
+    return info(dev)["segments_arena"]
+
+
+def until(what, seconds):
+    end = time.monotonic() + seconds
+    while not what() and time.monotonic() < end:
+        time.sleep(0.05)
+    return what()
+
+
+def test_the_share_set_at_run_time_shrinks_and_grows_a_running_cache(dev, diskdir):
+    """#20 item 5: `tdax set bypass_share_pct` reaches a running process.
+    Its 12 MiB file fills a dozen arenas under the default half of the
+    device; at 2 % (one arena) the write-back thread evicts the blocks of
+    the others, writing them into the file, and gives them back to the log
+    while the file stays promoted and keeps being written; at 50 % again
+    the cache grows back as the writes come. The file ends as written."""
+    f, stop = diskdir / "data", diskdir / "stop"
+    with started(dev, REWRITER, f, stop, env=BYPASS) as p:
+        assert p.stdout.readline().strip() == "filled"
+        assert until(lambda: arenas(dev) >= 10, 5), info(dev)
+        time.sleep(1.5)  # the fill's bandwidth leaves the window: the rewrites fit 2 %
+        evicted = counters(dev)["cache_evictions"]
+        run(TDAX, "set", "--device", dev, "bypass_share_pct=2", check=0)
+        assert until(lambda: arenas(dev) <= 1, 5), info(dev)
+        c = counters(dev)
+        assert c["cache_evictions"] - evicted >= 2000 and c["demoted_unselected"] == 0, c
+        assert modes(dev, f) == ["bypass"]
+        run(TDAX, "set", "--device", dev, "bypass_share_pct=50", check=0)
+        assert until(lambda: arenas(dev) >= 2, 5), info(dev)
+        stop.write_bytes(b"")
+        want = p.stdout.readline().strip()
+        assert waited(p, 30) == 0, p.stderr.read()
+    assert hashlib.sha256(f.read_bytes()).hexdigest() == want
+    assert counters(dev)["promotions"] == 1
+
+
+def test_the_floor_and_block_size_set_at_run_time_are_followed(dev, diskdir):
+    """A floor above the file's bandwidth, set while it is promoted, has
+    the selection drop it within a pass; back at 0, the next syncs promote
+    it again. The block size is fixed when a process's cache is set up:
+    one started after `tdax set bypass_block=16384` caches 16 KiB blocks."""
+    f = diskdir / "log"
+    run(TDAX, "set", "--device", dev, "bypass_block=16384", check=0)
+    endless = APPENDER.replace("for i in range(n):", "for i in range(10 ** 9):") \
+                      .replace("os.fdatasync(fd)\n", "os.fdatasync(fd); time.sleep(0.001)\n", 1)
+    with started(dev, endless, f, 0, env=BYPASS):
+        assert until(lambda: modes(dev, f) == ["bypass"], 5), modes(dev, f)
+
+        def cached():
+            st = json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)
+            return [x.get("cache", {}) for x in st["files"] if x["path"] == str(f)][0]
+        assert until(lambda: cached().get("blocks", 0) >= 1, 5), cached()
+        assert cached()["block_size"] == 16384
+        run(TDAX, "set", "--device", dev, "bypass_floor=1000000000000", check=0)
+        assert until(lambda: modes(dev, f) == ["coherent"], 5), modes(dev, f)
+        assert counters(dev)["demoted_unselected"] >= 1
+        run(TDAX, "set", "--device", dev, "bypass_floor=0", check=0)
+        assert until(lambda: modes(dev, f) == ["bypass"], 5), modes(dev, f)
