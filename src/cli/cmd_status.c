@@ -255,7 +255,7 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 			printf(", %u blocks of %u KiB cached, %.1f%% hits, %.2f MB/s (%.2f appended)", cs.blocks,
 			       cs.block_size >> 10,
 			       cs.hits + cs.misses ? 100.0 * (double)cs.hits / (double)(cs.hits + cs.misses) : 0.0,
-			       (double)cs.bandwidth / 1e6, (double)cs.append / 1e6);
+			       (double)(cs.read + cs.write + cs.append) / 1e6, (double)cs.append / 1e6);
 		if (by)
 			printf("]");
 		if (fr[f].pinned)
@@ -306,7 +306,7 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 			printf(", \"cache\": {\"blocks\": %u, \"block_size\": %u, \"hits\": %llu, \"misses\": %llu, "
 			       "\"bandwidth\": %llu, \"append_bandwidth\": %llu}", cs.blocks, cs.block_size,
 			       (unsigned long long)cs.hits, (unsigned long long)cs.misses,
-			       (unsigned long long)cs.bandwidth, (unsigned long long)cs.append);
+			       (unsigned long long)(cs.read + cs.write + cs.append), (unsigned long long)cs.append);
 		if (verbose) {
 			printf(", \"range_detail\": [");
 			print_ranges(dev, f, true, &t);

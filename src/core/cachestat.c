@@ -19,6 +19,26 @@ static bool stale(const struct tdax_cachestat_slot *s, uint64_t now)
 	return !pid || now - atomic_load(&s->updated_ns) > TDAX_CACHESTAT_STALE_NS;
 }
 
+/* Bytes a second into units of 64 (saturated), and back. */
+static uint32_t units(uint64_t bps)
+{
+	return bps >> 6 > UINT32_MAX ? UINT32_MAX : (uint32_t)(bps >> 6);
+}
+
+static struct tdax_cachestat figures(const struct tdax_cachestat_slot *s)
+{
+	return (struct tdax_cachestat){
+		.blocks = s->blocks, .block_size = s->block_size, .hits = s->hits, .misses = s->misses,
+		.read = (uint64_t)s->read << 6, .write = (uint64_t)s->write << 6,
+		.append = (uint64_t)s->append << 6,
+	};
+}
+
+static bool live(const struct tdax_cachestat_slot *s, uint64_t now)
+{
+	return !stale(s, now) && tdax_pid_alive(atomic_load(&s->pid));
+}
+
 void tdax_cachestat_put(struct tdax_device *dev, uint32_t pid, uint32_t file, uint32_t gen,
 			const struct tdax_cachestat *v)
 {
@@ -43,8 +63,9 @@ void tdax_cachestat_put(struct tdax_device *dev, uint32_t pid, uint32_t file, ui
 	s->block_size = v->block_size;
 	s->hits = v->hits;
 	s->misses = v->misses;
-	s->bandwidth = v->bandwidth;
-	s->append = v->append;
+	s->read = units(v->read);
+	s->write = units(v->write);
+	s->append = units(v->append);
 	atomic_store(&s->updated_ns, now);
 }
 
@@ -64,15 +85,24 @@ bool tdax_cachestat_get(const struct tdax_device *dev, uint32_t file, uint32_t g
 	uint64_t now = tdax_coarse_ns();
 	for (uint32_t i = 0; i < TDAX_CACHESTAT_SLOTS; i++) {
 		const struct tdax_cachestat_slot *s = slot_at(dev, i);
-		uint32_t p = atomic_load(&s->pid);
-		if (stale(s, now) || s->file != file || s->gen != gen || !tdax_pid_alive(p))
+		if (s->file != file || s->gen != gen || !live(s, now))
 			continue;
-		*v = (struct tdax_cachestat){
-			.blocks = s->blocks, .block_size = s->block_size, .hits = s->hits, .misses = s->misses,
-			.bandwidth = s->bandwidth, .append = s->append,
-		};
-		*pid = p;
+		*v = figures(s);
+		*pid = atomic_load(&s->pid);
 		return true;
 	}
 	return false;
+}
+
+uint32_t tdax_cachestat_others(const struct tdax_device *dev, uint32_t pid, struct tdax_cachestat *v,
+			       uint32_t max)
+{
+	uint64_t now = tdax_coarse_ns();
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < TDAX_CACHESTAT_SLOTS && n < max; i++) {
+		const struct tdax_cachestat_slot *s = slot_at(dev, i);
+		if (atomic_load(&s->pid) != pid && live(s, now))
+			v[n++] = figures(s);
+	}
+	return n;
 }

@@ -1,8 +1,10 @@
 /*
  * cachestat -- the device's table of the files bypass mode holds promoted
- * now, with their block cache's figures (preload/cache.h) and bandwidth,
- * for `tdax status`: each process's write-back thread publishes its own
- * files there, and clears them when they are demoted. Runtime state only
+ * now, with their block cache's figures (preload/cache.h) and bandwidth:
+ * each process's write-back thread publishes its own files there, and
+ * clears them when they are demoted; `tdax status` shows them, and every
+ * process's selection counts the others' (preload/selection.h: one
+ * selection over the device). Runtime state only
  * (nothing of it is read by recovery), and advisory: a slot is written
  * without a lock, a reader may see one half updated; one whose process is
  * gone, or that has not been updated for a while, is nobody's.
@@ -21,16 +23,18 @@
 struct tdax_cachestat {
 	uint32_t blocks, block_size; /* its blocks in the cache, their size */
 	uint64_t hits, misses;       /* blocks its reads and writes found cached, or not */
-	uint64_t bandwidth, append;  /* bytes a second over the selection's window; of it appended */
+	uint64_t read, write, append; /* bytes a second over the selection's window:
+				       * read, written in place, appended */
 };
 
 struct tdax_cachestat_slot {
 	_Atomic uint32_t pid; /* the process that promoted it; 0: free */
 	uint32_t file, gen;   /* its entry */
 	uint32_t blocks, block_size;
-	uint32_t pad;
-	uint64_t hits, misses, bandwidth, append;
+	uint32_t read, write, append; /* units of 64 bytes a second */
+	uint64_t hits, misses;
 	_Atomic uint64_t updated_ns; /* coarse clock of the last update */
+	uint8_t pad[8];       /* (to a cache line) */
 };
 _Static_assert(sizeof(struct tdax_cachestat_slot) == TDAX_CACHELINE, "a slot is a cache line");
 
@@ -50,5 +54,9 @@ void tdax_cachestat_sweep(struct tdax_device *dev, uint32_t pid, bool (*keep)(ui
  * lately: true and *v, *pid. */
 bool tdax_cachestat_get(const struct tdax_device *dev, uint32_t file, uint32_t gen, struct tdax_cachestat *v,
 			uint32_t *pid);
+/* The figures of the files live processes other than pid promoted and
+ * updated lately, up to max of them into v: how many. */
+uint32_t tdax_cachestat_others(const struct tdax_device *dev, uint32_t pid, struct tdax_cachestat *v,
+			       uint32_t max);
 
 #endif

@@ -19,7 +19,7 @@
  *                 every write of a file not registered, files.h)
  *   1024          device-wide counters (stats.h)
  *   2048          tunables of the policy (control.h)
- *   2304          promoted files' cache figures, for tdax status (cachestat.h)
+ *   2304          promoted files' rates and cache figures: status, selection (cachestat.h)
  *   3072          directories whose syncs the log may answer (dirs.h)
  *   4096          end of the header
  *   files_off     file identity table (files.h), max_files entries, then

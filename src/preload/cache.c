@@ -62,7 +62,7 @@ static struct {
 	uint64_t seen;             /* the changes the queues have */
 	struct tdax_s3fifo q;
 	void *qmem;
-	uint64_t log_capacity;
+	_Atomic uint64_t share;    /* bytes the selection gives it (tdax_cache_set_share) */
 	uint64_t idle_since;       /* coarse ns; 0: a block is in use */
 } c;
 
@@ -97,7 +97,6 @@ bool tdax_cache_init(struct tdax_device *dev)
 	c.shift = 63u - (uint32_t)__builtin_clzll(bs); /* a power of two, rounded down */
 	c.size = 1u << c.shift;
 	c.per_arena = seg / c.size - 1; /* the first block's room holds the header */
-	c.log_capacity = u.capacity;
 	c.max_arenas = (uint32_t)(u.capacity / seg) ? (uint32_t)(u.capacity / seg) : 1;
 	c.arena = calloc(c.max_arenas, sizeof(*c.arena));
 	c.b = zeroed(NULL, blocks_bytes());
@@ -621,15 +620,19 @@ static void release_arenas(void)
 		release_last();
 }
 
-/* The share now (tdax set changes it at run time): a smaller one takes
- * the free blocks of the arenas past it out of the pool, and has their
- * blocks in use evicted (tdax_cache_victims); a larger one puts back those
- * a smaller one had taken out, and claims more as needed. */
+void tdax_cache_set_share(uint64_t bytes)
+{
+	atomic_store_explicit(&c.share, bytes, memory_order_relaxed);
+}
+
+/* The share now (the selection sets it; tdax set changes it at run time):
+ * a smaller one takes the free blocks of the arenas past it out of the
+ * pool, and has their blocks in use evicted (tdax_cache_victims); a larger
+ * one puts back those a smaller one had taken out, and claims more as
+ * needed. */
 static void follow_the_share(void)
 {
-	struct tdax_tunables t;
-	tdax_bypass_tunables(c.dev, &t);
-	uint64_t share = c.log_capacity / 100 * t.bypass_share_pct;
+	uint64_t share = atomic_load_explicit(&c.share, memory_order_relaxed);
 	uint32_t limit = (uint32_t)(share / c.dev->sb->seg_size);
 	limit = !limit ? 1 : limit > c.max_arenas ? c.max_arenas : limit;
 	if (limit == c.limit)

@@ -11,12 +11,11 @@
  * read by recovery; its arenas (log segments it claims, log.h) are wiped
  * when the log reclaims them.
  *
- * The blocks (bypass_block bytes, 4 KiB by default, fixed when the cache
- * is set up) come from arenas the write-back thread claims from the log,
- * up to the process's share of the device (bypass_share_pct of the log,
- * followed at run time). Both are tunables (state.h's
- * tdax_bypass_tunables: tdax set, or the process's TDAX_BYPASS_BLOCK and
- * TDAX_BYPASS_SHARE_PCT). A block holds bytes
+ * The blocks (bypass_block bytes, 4 KiB by default, a tunable read when
+ * the cache is set up: state.h's tdax_bypass_tunables) come from arenas
+ * the write-back thread claims from the log, up to the process's share of
+ * the device: its files' part of bypass_share_pct of the log, which the
+ * selection sets (selection.h) and the thread follows at run time. A block holds bytes
  * [0, hi) of its place in the file, and the file has no bytes of its own
  * past hi there. A write takes a block (write-allocate), filled from the
  * file first if the file had bytes there the write does not cover; it
@@ -71,6 +70,11 @@ struct tdax_cached {
 /* Set up at attach (bypass mode): the block size and the share; nothing is
  * claimed before a file is promoted. False if it cannot be. */
 bool tdax_cache_init(struct tdax_device *dev);
+
+/* The bytes of device memory this process's cache may hold: its files'
+ * part of the share (selection.h), followed at the write-back thread's
+ * next pass. */
+void tdax_cache_set_share(uint64_t bytes);
 
 /* File idx is being promoted (c locked): its map, mapped once; ksize, its
  * size in the kernel. False if the map cannot be had. */

@@ -38,9 +38,12 @@ static bool tune(void)
 	return params.capacity != was.capacity || params.floor != was.floor || params.hold_ns != was.hold_ns;
 }
 
-/* The selection's scratch space, one per file, and its state. */
+/* The selection's scratch space, one per file and one per file other
+ * processes promoted, and its state. */
 static struct tdax_candidate *cand;
-static uint32_t *order, *of; /* the ranking; the file of each candidate */
+static uint32_t *order, *of; /* the ranking; the file of each candidate (NOT_MINE: another's) */
+static struct tdax_cachestat others[TDAX_CACHESTAT_SLOTS];
+#define NOT_MINE UINT32_MAX
 static _Atomic bool selecting;
 static _Atomic uint64_t selected_ns;
 static uint64_t selected_total;
@@ -48,7 +51,7 @@ static uint64_t selected_set; /* which files were candidates (a signature) */
 
 bool tdax_selection_init(const struct tdax_device *dev)
 {
-	uint32_t n = tdax_promoted_count();
+	uint32_t n = tdax_promoted_count() + TDAX_CACHESTAT_SLOTS;
 	cand = calloc(n, sizeof(*cand));
 	order = calloc(n, sizeof(*order));
 	of = calloc(n, sizeof(*of));
@@ -62,6 +65,7 @@ bool tdax_selection_init(const struct tdax_device *dev)
 	atomic_store(&window_ns_, t.bypass_window_ns);
 	atomic_store(&floor_, t.bypass_floor);
 	params.capacity = log_capacity / 100 * t.bypass_share_pct;
+	tdax_cache_set_share(params.capacity);
 	params.append_hold_ns = TDAX_SELECT_APPEND_HOLD_NS;
 	params.keep_pct = TDAX_SELECT_KEEP_PCT;
 	return true;
@@ -143,14 +147,36 @@ static bool select_now(uint64_t now, bool always)
 		set += ((uint64_t)i + 1) * 0x9e3779b97f4a7c15ull;
 		of[n++] = i;
 	}
+	/* The files other processes hold promoted compete for the same share:
+	 * every process ranks them with its own, and so makes the same
+	 * choice (each applies its part of it). */
+	uint32_t m = tdax_cachestat_others(tdax_rt.dev, tdax_pid(), others, TDAX_CACHESTAT_SLOTS);
+	for (uint32_t k = 0; k < m; k++, n++) {
+		cand[n] = (struct tdax_candidate){
+			.rates = { .read = others[k].read, .write = others[k].write, .append = others[k].append,
+				   .syncs = 1 },
+			.promoted = true,
+		};
+		of[n] = NOT_MINE;
+	}
+	set += (uint64_t)m * 0xc2b2ae3d27d4eb4full;
 	uint64_t total = tdax_select_total(cand, n, &params);
 	if (retuned || always || set != selected_set || tdax_select_due(selected_total, total)) {
 		tdax_select(cand, order, n, &params);
 		selected_total = total;
 		selected_set = set;
-		for (uint32_t k = 0; k < n; k++)
+		uint64_t mine = 0, all = 0;
+		for (uint32_t k = 0; k < n; k++) {
+			all += cand[k].selected ? cand[k].footprint : 0;
+			if (of[k] == NOT_MINE)
+				continue;
+			mine += cand[k].selected ? cand[k].footprint : 0;
 			atomic_store_explicit(&tdax_promoted_at(of[k])->selected, cand[k].selected,
 					      memory_order_relaxed);
+		}
+		/* This process's cache takes its files' part of the share. */
+		tdax_cache_set_share(all ? (uint64_t)((double)params.capacity * (double)mine / (double)all)
+					 : params.capacity);
 	}
 	atomic_store(&selected_ns, now);
 	atomic_store(&selecting, false);
@@ -207,7 +233,7 @@ static void publish(void)
 		tdax_profile_rates(&b->prof, window(), now, &r);
 		struct tdax_cachestat v = {
 			.blocks = b->cached.blocks, .block_size = u.block_size, .hits = b->cached.hits,
-			.misses = b->cached.misses, .bandwidth = tdax_select_bandwidth(&r), .append = r.append,
+			.misses = b->cached.misses, .read = r.read, .write = r.write, .append = r.append,
 		};
 		uint32_t gen = b->gen;
 		bool promoted = b->fd >= 0;

@@ -12,9 +12,18 @@
  * tdax_bypass_tunables), read again at each selection; a file's
  * footprint is the blocks its writes in place keep for one window, or for
  * TDAX_WB_AGE_MS if the write-back takes them sooner, and its appends' of
- * a tenth of a second (the append reservation, policy/select.h). Each
- * process selects among its own files against the whole share (processes
- * do not share one selection yet).
+ * a tenth of a second (the append reservation, policy/select.h).
+ *
+ * One selection over the device: the files other processes hold promoted
+ * (their rates, published every TDAX_CACHESTAT_EVERY_NS in the device's
+ * table, core/cachestat.h) are candidates of every process's selection
+ * too, promoted ones, so all rank the same files and each applies its own
+ * part; a file of this process that ranks below another's that takes the
+ * room is dropped by its own process. The share is split among the
+ * processes' caches by the footprints of their selected files: this
+ * process's cache gets the part of its own (tdax_cache_set_share). The
+ * table has TDAX_CACHESTAT_SLOTS slots: promoted files beyond them are
+ * not seen by the other processes.
  *
  * When: a file not taken asks again at a sync once its bandwidth has
  * doubled since it was refused, or TDAX_SELECTION_RETRY_NS after the last

@@ -722,3 +722,67 @@ def test_the_floor_and_block_size_set_at_run_time_are_followed(dev, diskdir):
         assert counters(dev)["demoted_unselected"] >= 1
         run(TDAX, "set", "--device", dev, "bypass_floor=0", check=0)
         assert until(lambda: modes(dev, f) == ["bypass"], 5), modes(dev, f)
+
+
+# One file written as HOT_COLD's hot one (role "hot") or cold one ("cold")
+# for a minute; prints "started" after its first synced write.
+ONE_OF_TWO = r"""
+import os, sys, time
+role, path = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if role == "hot" else 0), 0o644)
+data = b"h" * 4096 if role == "hot" else b"c" * (256 << 10)
+rate, start, written = (4_000_000 if role == "hot" else 512_000), time.monotonic(), 0
+while time.monotonic() < start + 60:
+    while written < rate * (time.monotonic() - start) + 1:
+        os.pwrite(fd, data, 0) if role == "cold" else os.write(fd, data)
+        os.fdatasync(fd)
+        if not written:
+            print("started", flush=True)
+        written += len(data)
+    time.sleep(0.005)
+"""
+
+
+def test_one_selection_over_the_device_drops_another_processs_smaller_file(dev, diskdir):
+    """#20 item 2, device-wide: the capacity is the device's, shared by
+    every process. With room for the hot file or the cold one, not both
+    (as in the test above, but each in a process of its own): the cold one,
+    alone at first, is promoted; once the hot one comes, in another
+    process, the cold one's own process drops it (demoted_unselected) and
+    the hot one is promoted."""
+    hot, cold = diskdir / "hot", diskdir / "cold"
+    env = dict(BYPASS, TDAX_BYPASS_SHARE_PCT="1")
+    with started(dev, ONE_OF_TWO, "cold", cold, env=env) as c:
+        assert c.stdout.readline().strip() == "started"
+        assert until(lambda: modes(dev, cold) == ["bypass"], 5), modes(dev, cold)
+        with started(dev, ONE_OF_TWO, "hot", hot, env=env) as h:
+            assert h.stdout.readline().strip() == "started"
+            assert until(lambda: modes(dev, hot, cold) == ["bypass", "coherent"], 5), modes(dev, hot, cold)
+            assert counters(dev)["demoted_unselected"] >= 1
+            time.sleep(1)  # and it stays so
+            assert modes(dev, hot, cold) == ["bypass", "coherent"]
+
+
+def test_two_processes_split_the_share_between_their_caches(dev, diskdir):
+    """Two rewriters of 12 MiB each, under a share of 20 % of the device's
+    log (12 arenas): each alone would take all of it; together their caches
+    hold no more than the share, split by their files' footprints, both
+    files stay promoted, and both end as written."""
+    env = dict(BYPASS, TDAX_BYPASS_SHARE_PCT="20")
+    a, b = diskdir / "a", diskdir / "b"
+    with started(dev, REWRITER, a, diskdir / "stop", env=env) as p:
+        assert p.stdout.readline().strip() == "filled"
+        assert until(lambda: arenas(dev) >= 10, 5), info(dev)
+        with started(dev, REWRITER, b, diskdir / "stop", env=env) as q:
+            assert q.stdout.readline().strip() == "filled"
+            time.sleep(2)  # the fills leave the window
+            seen = []
+            for _ in range(10):
+                seen.append(arenas(dev))
+                time.sleep(0.1)
+            assert max(seen) <= 12, seen
+            assert modes(dev, a, b) == ["bypass", "bypass"]
+            (diskdir / "stop").write_bytes(b"")
+            want = [p.stdout.readline().strip(), q.stdout.readline().strip()]
+            assert waited(p, 30) == 0 and waited(q, 30) == 0
+    assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in (a, b)] == want
