@@ -275,7 +275,13 @@ static void put_in(struct block *k, uint32_t off, const struct iovec *iov, int n
 	gather(k->mem + off, iov, n, pos, len);
 	if (off + len > k->hi)
 		k->hi = off + len;
-	atomic_fetch_add_explicit(&k->wver, 1, memory_order_relaxed);
+	/* Not a locked add: one would wait for the write-back of the record
+	 * just appended. Every writer holds the file's lock, and so does
+	 * every reader of the version; a signal handler's write that lands
+	 * between this load and store is over before it, so the version
+	 * still moves past any taken before either write. */
+	atomic_store_explicit(&k->wver, atomic_load_explicit(&k->wver, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 /* Write the pieces iov[0..cnt) at off into the file through fd, O_APPEND
@@ -300,12 +306,21 @@ static uint32_t part(uint64_t at, size_t pos, size_t len, uint64_t *bno, uint32_
 static struct block *look(struct tdax_cached *f, uint64_t bno)
 {
 	struct block *k = cached(f, bno);
+	/* (Into the process's counters later, tdax_cache_count: a locked add
+	 * here, after the record's write-back began, would wait for it.) */
 	if (k)
 		f->hits++;
 	else
 		f->misses++;
-	tdax_count(k ? TDAX_ST_CACHE_HITS : TDAX_ST_CACHE_MISSES, 1);
 	return k;
+}
+
+void tdax_cache_count(struct tdax_cached *f)
+{
+	tdax_count(TDAX_ST_CACHE_HITS, f->hits - f->hits_counted);
+	tdax_count(TDAX_ST_CACHE_MISSES, f->misses - f->misses_counted);
+	f->hits_counted = f->hits;
+	f->misses_counted = f->misses;
 }
 
 /* An access S3-FIFO counts: a read, or a write over bytes the block has
@@ -500,6 +515,7 @@ void tdax_cache_flush_end(struct tdax_cached *f, bool written)
 
 void tdax_cache_drop(struct tdax_cached *f)
 {
+	tdax_cache_count(f);
 	for (uint64_t bno = f->lo; f->map && bno < f->hi; bno++) {
 		uint32_t id = atomic_exchange_explicit(&f->map[bno], 0, memory_order_relaxed);
 		if (id) {

@@ -65,6 +65,7 @@ struct tdax_cached {
 	bool drop;                /* demoted: drop them at the lock's last release */
 	_Atomic uint32_t evicting; /* evictions of its blocks writing into the file */
 	uint64_t hits, misses;    /* blocks its reads and writes found cached, or not */
+	uint64_t hits_counted, misses_counted; /* of them, in the process's counters */
 };
 
 /* Set up at attach (bypass mode): the block size and the share; nothing is
@@ -106,6 +107,11 @@ int tdax_cache_write_back(struct tdax_cached *c, int fd);
 void tdax_cache_flush_begin(struct tdax_cached *c);
 int tdax_cache_flush_write(struct tdax_cached *c, int fd);
 void tdax_cache_flush_end(struct tdax_cached *c, bool written);
+
+/* c's (locked) hits and misses since the last call into the process's
+ * counters (cache_hits, cache_misses): at each publication of its figures
+ * (selection.c) and when its blocks are dropped. */
+void tdax_cache_count(struct tdax_cached *c);
 
 /* Every block of c (locked) goes: at the lock's last release after a
  * demotion; the blocks are the pool's again at the next pass. */

@@ -229,6 +229,7 @@ static void publish(void)
 		if (b->fd < 0)
 			continue;
 		tdax_promoted_lock(b);
+		tdax_cache_count(&b->cached);
 		struct tdax_rates r;
 		tdax_profile_rates(&b->prof, window(), now, &r);
 		struct tdax_cachestat v = {
