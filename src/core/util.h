@@ -140,11 +140,12 @@ static inline size_t tdax_iov_bytes(const struct iovec *iov, int n)
 }
 
 /* *v = max(*v, x), atomically. */
-static inline void tdax_atomic_max(_Atomic uint64_t *v, uint64_t x)
+static inline uint64_t tdax_atomic_max(_Atomic uint64_t *v, uint64_t x)
 {
 	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed);
 	while (cur < x && !atomic_compare_exchange_weak(v, &cur, x))
 		;
+	return cur; /* what it was */
 }
 
 #endif

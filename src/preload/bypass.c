@@ -115,20 +115,23 @@ static ssize_t deferred(struct tdax_promoted *b, int fd, const struct tdax_fd *e
 	if (len == 0)
 		return 0;
 	bool at_end = (b->append && !(rwf & RWF_NOAPPEND)) || (rwf & RWF_APPEND);
-	uint64_t at;
+	uint64_t at, was; /* where it lands; the size before it */
 	if (at_end) {
-		at = atomic_fetch_add(&b->size, len);
+		at = was = atomic_fetch_add(&b->size, len);
 		if (off < 0)
 			atomic_store(&b->pos, at + len);
 	} else if (off < 0) {
 		at = atomic_fetch_add(&b->pos, len);
-		tdax_atomic_max(&b->size, at + len);
+		was = tdax_atomic_max(&b->size, at + len);
 	} else {
 		at = (uint64_t)off;
-		tdax_atomic_max(&b->size, at + len);
+		was = tdax_atomic_max(&b->size, at + len);
 	}
 	uint32_t epoch = b->epoch;
-	tdax_selection_wrote(b, len, at_end || at >= atomic_load(&b->size) - len);
+	/* An append starts at the end or past it; a write over bytes the
+	 * file has is in place, even one that ends at its end (a rewrite of
+	 * the whole file from 0). */
+	tdax_selection_wrote(b, len, at >= was);
 	atomic_store(&tdax_rt_of(idx)->rewrite, 1); /* (a checkpoint may have run before the promotion) */
 	tdax_tracking_write(idx, e->gen, at, len);
 	if (!tdax_coherent_log_only(e, at, iov, n, len)) {
