@@ -37,7 +37,8 @@ struct tdax_fd {
 	uint32_t file_plus1; /* file table index + 1; 0 = not managed */
 	uint32_t gen;
 	uint16_t flags;      /* TDAX_FD_* */
-	uint16_t mode;       /* the file's mode: enum tdax_mode (mode.h) */
+	uint8_t mode;        /* the file's mode: enum tdax_mode (mode.h) */
+	uint8_t guarded;     /* lease.h: its syncs through the guard, up to TDAX_LEASE_AFTER_SYNCS */
 	uint32_t twin_plus1; /* O_SYNC/O_DSYNC: tdax's own descriptor of the file without them */
 	uint64_t dev, ino;   /* what the descriptor was when it was managed (st_dev, st_ino) */
 	/* Where this descriptor's next write at the file position probably

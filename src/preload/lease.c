@@ -270,6 +270,12 @@ void tdax_lease_try(int fd, const struct tdax_file_rt *rt)
 	if (atomic_load_explicit(&e->lease, memory_order_relaxed) != TDAX_LEASE_NONE || !ours(e) ||
 	    (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC | TDAX_FD_NOLOG)))
 		return;
+	/* (Threads syncing it at once may lose a count: a sync later, then.) */
+	uint8_t seen = __atomic_load_n(&e->guarded, __ATOMIC_RELAXED);
+	if (seen + 1u < TDAX_LEASE_AFTER_SYNCS) {
+		__atomic_store_n(&e->guarded, (uint8_t)(seen + 1), __ATOMIC_RELAXED);
+		return;
+	}
 	pid_t tid = atomic_load(&owner_tid);
 	uint32_t now = now_ms();
 	uint32_t retry = atomic_load(&e->lease_retry_ms); /* 0: any time */

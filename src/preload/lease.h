@@ -11,8 +11,9 @@
  * holds one, every writer of the file is this process: the guard has
  * nothing to find, and the sync answers after one load.
  *
- * - Taken after a lightweight sync that needed the guard, by a descriptor
- *   this process opened itself (never one inherited, received or dup'ed:
+ * - Taken after the TDAX_LEASE_AFTER_SYNCS-th lightweight sync that
+ *   needed the guard, by a descriptor this process opened itself (never
+ *   one inherited, received or dup'ed:
  *   another process may hold the same open file, which no lease would
  *   show), and not while a child of fork that shares its open file lives
  *   (leases go at fork: were this process to die first, a lease left with
@@ -57,6 +58,12 @@ static inline bool tdax_lease_sole(int fd, const struct tdax_fd *e, const struct
 	return atomic_load_explicit(&e->lease, memory_order_acquire) == TDAX_LEASE_HELD &&
 	       tdax_lease_check(fd, rt);
 }
+
+/* A lease costs four fcntl calls and spares a statx at each sync after
+ * it: a descriptor takes one at its TDAX_LEASE_AFTER_SYNCS-th sync through
+ * the guard, so that a file synced once or twice and closed -- SQLite's
+ * rollback journal, one a transaction -- goes without. */
+#define TDAX_LEASE_AFTER_SYNCS 3u
 
 /* After a lightweight sync through the guard: take a lease on fd if it
  * may have one (now and then, not at every sync). */

@@ -265,7 +265,7 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
 	tdax_fds[fd] = (struct tdax_fd){
 		.file_plus1 = idx + 1, .gen = gen,
-		.mode = (uint16_t)choose_mode(),
+		.mode = (uint8_t)choose_mode(),
 		.flags = fd_flags(flags) | (twin ? sync : 0),
 		.twin_plus1 = twin,
 		.dev = st.st_dev, .ino = st.st_ino,
@@ -309,7 +309,7 @@ void tdax_manage_again(int fd)
 	if (old == TDAX_FD_UNREGISTERED) {
 		/* Its writes did not keep the estimate of where the next one lands. */
 		atomic_store_explicit(&e->pos, position(fd), memory_order_relaxed);
-		__atomic_store_n(&e->mode, (uint16_t)choose_mode(), __ATOMIC_RELEASE); /* last: it reads the entry */
+		__atomic_store_n(&e->mode, (uint8_t)choose_mode(), __ATOMIC_RELEASE); /* last: it reads the entry */
 	} else {
 		/* Let go under the descriptor: whatever the old entry knew of
 		 * the open file's hand-overs went with it. */

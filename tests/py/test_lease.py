@@ -261,3 +261,32 @@ time.sleep(600)
 def test_tdax_leases_0_turns_them_off(dev, diskdir):
     c = counters_after(dev, diskdir / "f", "none", env={"TDAX_LEASES": "0"})
     assert c["leases"] == 0 and c["light_syncs"] == 21, c
+
+
+# A transaction's journal, 200 times: created, written, synced twice and
+# removed (SQLite's rollback journal at synchronous=FULL).
+JOURNALS = r"""
+import os, sys
+for i in range(200):
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for j in range(2):
+        os.write(fd, b"j" * 512)
+        os.fdatasync(fd)
+    os.close(fd)
+    os.unlink(sys.argv[1])
+"""
+
+
+def test_a_file_synced_and_closed_at_once_takes_no_lease(dev, diskdir):
+    """A lease costs four fcntl calls and spares a statx at each later sync:
+    a descriptor takes one at its third sync through the guard
+    (TDAX_LEASE_AFTER_SYNCS, lease.h). 200 journals, each synced twice: no
+    lease, every sync lightweight still (through the guard); the writer
+    above, which syncs on, takes its lease."""
+    before = info(dev)["counters"]
+    tdax_run(dev, JOURNALS, diskdir / "j", check=0)
+    c = info(dev)["counters"]
+    assert c["leases"] - before["leases"] == 0, c
+    assert c["light_syncs"] - before["light_syncs"] >= 390, c
+    c2 = counters_after(dev, diskdir / "log", "none")
+    assert c2["leases"] - c["leases"] >= 1, c2
