@@ -158,10 +158,29 @@ static void index_put(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 	atomic_store(dev->index_epoch, atomic_load(dev->index_epoch) | 1);
 }
 
+/* Under the lock: slot at is dead now; if the slot after it is empty, no
+ * probe goes past it, so it and the dead run before it become empty (the
+ * last first: each one emptied is followed by an empty one, whatever a
+ * crash leaves). A file made and removed again and again (a journal a
+ * transaction) leaves no trail of dead slots for every search to walk. */
+static void index_trim(struct tdax_device *dev, uint32_t at)
+{
+	_Atomic uint64_t *ix = index_at(dev);
+	uint32_t mask = tdax_index_slots(dev->sb->max_files) - 1;
+	if (atomic_load(&ix[(at + 1) & mask]) != 0)
+		return;
+	for (uint32_t i = at; atomic_load(&ix[i]) == DEAD; i = (i - 1) & mask) {
+		atomic_store(&ix[i], 0);
+		tdax_dev_persist(dev, (const void *)&ix[i], sizeof(ix[i]));
+		atomic_fetch_sub(dev->index_used, 1);
+	}
+}
+
 /* Under the lock: entry idx (inode ino) is free now: its slot is dead. */
 static void index_drop(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 {
-	for (uint32_t p = 0; p < tdax_index_slots(dev->sb->max_files); p++) {
+	uint32_t slots = tdax_index_slots(dev->sb->max_files);
+	for (uint32_t p = 0; p < slots; p++) {
 		_Atomic uint64_t *s = probe(dev, ino, p);
 		uint64_t v = atomic_load(s);
 		if (v == 0)
@@ -169,6 +188,7 @@ static void index_drop(struct tdax_device *dev, uint32_t idx, uint64_t ino)
 		if (v != DEAD && (uint32_t)(v >> 32) == idx + 1) {
 			atomic_store(s, DEAD);
 			tdax_dev_persist(dev, (const void *)s, sizeof(*s));
+			index_trim(dev, (uint32_t)(s - index_at(dev)));
 		}
 	}
 }

@@ -64,10 +64,8 @@
  * twice the table (so that a probe finds a free slot soon). */
 static inline uint32_t tdax_index_slots(uint32_t max_files)
 {
-	uint32_t n = 64;
-	while (n < 2 * (uint64_t)max_files)
-		n *= 2;
-	return n;
+	uint64_t want = 2 * (uint64_t)max_files; /* (every probe asks: no loop) */
+	return want <= 64 ? 64 : (uint32_t)(1ull << (64 - __builtin_clzll(want - 1)));
 }
 
 /* The geometry of a new region. */
