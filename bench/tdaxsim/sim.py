@@ -98,8 +98,8 @@ class Never(Policy):
 
 class Thesis(Policy):
     """src/policy/track.c through ctypes, fed as src/preload/tracking.c feeds it,
-    heirs included (a file created at the name of one that had a sync stream
-    takes up its first range's counts and upgrade, docs/policy.md; the trace
+    heirs included (a file created at the name of one that had a sync within
+    the window takes up its first range's counts and upgrade, docs/policy.md; the trace
     has no unlinks, so a create at the name stands for the removal)."""
     name = "thesis"
 
@@ -113,7 +113,7 @@ class Thesis(Policy):
         self.gran = {}
         self.dirty = defaultdict(set)
         self.down_at = {}                # (file, rno) -> time of the last downgrade
-        self.streams = {}                # name -> the last file of that name with a sync stream
+        self.streams = {}                # name -> the last file of that name with a sync
 
     def forget(self, fid):
         for key in [k for k in self.ranges if k[0] == fid]:
@@ -175,8 +175,7 @@ class Thesis(Policy):
 
     def sync(self, fid, f, t):
         stream = self.stream(f, t)
-        if stream:
-            self.streams[self.sim.trace.names.get(fid)] = fid
+        self.streams[self.sim.trace.names.get(fid)] = fid  # a synced file leaves an heir
         for rno in self.dirty.pop(fid, ()):
             r = self.range(fid, rno)
             if self.lib.tdax_track_sync(ctypes.byref(r), ctypes.byref(self.decided_on(r, t)), t, stream):

@@ -5,6 +5,7 @@
 #include "preload/fdtable.h"
 #include "core/sys.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +63,8 @@ void tdax_fd_forget(int fd)
 	e->twin_plus1 = 0;
 	if (plus1 != TDAX_FD_UNREGISTERED)
 		tdax_fd_unhold(plus1 - 1, e->gen);
+	else
+		tdax_tracking_closed_unregistered(e->ino, atomic_load_explicit(&e->synced_ns, memory_order_relaxed));
 }
 
 void tdax_fd_hold(uint32_t idx)
@@ -75,8 +78,10 @@ void tdax_fd_unhold(uint32_t idx, uint32_t gen)
 	 * nothing in it to keep (files.h), so that a device serves any
 	 * number of files over time, not the first max_files. */
 	if (atomic_fetch_sub(&tdax_rt.opens[idx], 1) == 1 && tdax_rt.dev &&
-	    !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed)) /* (a lost region: watch.h) */
+	    !atomic_load_explicit(&tdax_rt.lost, memory_order_relaxed)) { /* (a lost region: watch.h) */
+		tdax_tracking_closed(idx, gen); /* before its ranges go with the entry */
 		tdax_files_let_go(tdax_rt.dev, idx, gen);
+	}
 }
 
 void tdax_fd_forget_range(unsigned first, unsigned last)

@@ -82,7 +82,8 @@ int tdax_fdtable_init(void);
 void tdax_fd_forget(int fd);
 /* The process holds file entry idx once more (a descriptor, or a moment's
  * hold while a descriptor is managed again); unhold lets the entry go at
- * the last hold if it keeps nothing (tdax_files_let_go). */
+ * the last hold if it keeps nothing (tdax_files_let_go), after the policy
+ * kept what it learned of a synced file for its name (tdax_tracking_closed). */
 void tdax_fd_hold(uint32_t idx);
 void tdax_fd_unhold(uint32_t idx, uint32_t gen);
 

@@ -196,6 +196,8 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 	if (fd >= 0) {
 		tdax_checkpoint_unnaming(plus1 - 1, gen);
 		tdax_tracking_removed(plus1 - 1, gen, path); /* a new file here may take up its stream */
+	} else {
+		tdax_tracking_unlinked(dirfd, path); /* or one let go at its close */
 	}
 	/* Only an unlink of a registered file may be held by the log: the
 	 * directory is looked at before for no other (dirsync.h). */

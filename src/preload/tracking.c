@@ -8,6 +8,7 @@
 #include "preload/tracking.h"
 #include "core/control.h"
 #include "core/ranges.h"
+#include "core/sys.h"
 #include "policy/track.h"
 #include "preload/state.h"
 #include "preload/wake.h"
@@ -323,11 +324,11 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 }
 
 /*
- * Heirs (policy/track.h): the names whose file was removed after a sync
- * stream, with what the policy knew of its first range, for a new file at
- * the same name. Per process (a journal is made and removed by the process
- * that uses it), a few names, keyed by the name as the application gave it
- * (a name that happens to match another's costs logged writes, never a
+ * Heirs (policy/track.h): the names whose file was removed after a sync,
+ * with what the policy knew of its first range, for a new file at the same
+ * name. Per process (a journal is made and removed by the process that
+ * uses it), a few names, keyed by the name as the application gave it (a
+ * name that happens to match another's costs logged writes, never a
  * byte); forgotten after the writeback window, as a stream is.
  */
 #define HEIRS 8
@@ -341,6 +342,27 @@ static _Atomic uint32_t heirs_next;
  * window of this one, so a name is not even hashed. */
 static _Atomic uint64_t heirs_latest_ns;
 
+/*
+ * Departed files: a file synced once and closed has its entry let go at
+ * its close (files.h: one sync is no stream), before an unlink could find
+ * it -- SQLite's rollback journal under synchronous=NORMAL is created,
+ * written, synced once, closed and unlinked in every transaction, and no
+ * journal would ever leave an heir. So the last close of a synced file
+ * keeps its legacy here, by inode number, for an unlink of that inode
+ * within the window to leave to its name. A few, as heirs are; the number
+ * alone (the entry's device is a file system id, not a stat's st_dev): a
+ * file of another file system that matches costs logged writes, never a
+ * byte.
+ */
+#define DEPARTED 4
+static struct departed {
+	_Atomic uint64_t ino; /* 0: free */
+	struct tdax_track_legacy legacy;
+	uint64_t last_sync_ns;
+} departed[DEPARTED];
+static _Atomic uint32_t departed_next;
+static _Atomic uint64_t departed_latest_ns;
+
 static uint64_t name_key(const char *name)
 {
 	uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -349,25 +371,95 @@ static uint64_t name_key(const char *name)
 	return h ? h : 1;
 }
 
-void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
+static void raise_latest(_Atomic uint64_t *latest_ns, uint64_t ns)
 {
-	const struct tdax_file_rt *rt = tdax_rt_of(idx);
-	if (!tracks() || !atomic_load(&rt->streamed))
-		return;
+	uint64_t latest = atomic_load(latest_ns);
+	while (latest < ns && !atomic_compare_exchange_weak(latest_ns, &latest, ns))
+		;
+}
+
+/* What the policy knew of (idx, gen): its first range's counts, or none
+ * (no range yet: its syncs alone). */
+static void legacy_of(uint32_t idx, uint32_t gen, struct tdax_track_legacy *out)
+{
 	struct tdax_range *r = tdax_ranges_get(tdax_rt.dev, idx, gen, 0, false);
 	struct tdax_tunables t;
 	tdax_control_get(tdax_rt.dev, &t);
+	*out = (struct tdax_track_legacy){ 0, 0, 0, false };
+	if (r)
+		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), out);
+}
+
+static void bequeath(const struct tdax_track_legacy *legacy, uint64_t last_sync_ns, const char *name)
+{
 	struct heir *h = &heirs[atomic_fetch_add(&heirs_next, 1) % HEIRS];
 	atomic_store(&h->key, 0); /* (two threads at one slot: the last one's, or none) */
-	h->legacy = (struct tdax_track_legacy){ 0, 0, 0, false }; /* no range yet: its stream alone */
-	if (r)
-		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), &h->legacy);
-	h->last_sync_ns = atomic_load(&rt->last_sync_ns);
-	uint64_t latest = atomic_load(&heirs_latest_ns);
-	while (latest < h->last_sync_ns &&
-	       !atomic_compare_exchange_weak(&heirs_latest_ns, &latest, h->last_sync_ns))
-		;
+	h->legacy = *legacy;
+	h->last_sync_ns = last_sync_ns;
+	raise_latest(&heirs_latest_ns, last_sync_ns);
 	atomic_store(&h->key, name_key(name));
+}
+
+void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
+{
+	uint64_t last = atomic_load(&tdax_rt_of(idx)->last_sync_ns);
+	if (!tracks() || !last)
+		return;
+	struct tdax_track_legacy legacy;
+	legacy_of(idx, gen, &legacy);
+	bequeath(&legacy, last, name);
+}
+
+static void depart(uint64_t ino, const struct tdax_track_legacy *legacy, uint64_t last_sync_ns)
+{
+	struct departed *d = &departed[atomic_fetch_add(&departed_next, 1) % DEPARTED];
+	atomic_store(&d->ino, 0);
+	d->legacy = *legacy;
+	d->last_sync_ns = last_sync_ns;
+	raise_latest(&departed_latest_ns, last_sync_ns);
+	atomic_store(&d->ino, ino);
+}
+
+void tdax_tracking_closed(uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	uint64_t last = atomic_load(&rt->last_sync_ns);
+	/* A stream's entry stays (files.h): its unlink finds it. */
+	if (!tracks() || !last || atomic_load(&rt->streamed))
+		return;
+	const struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
+	uint64_t ino = f->ino;
+	struct tdax_track_legacy legacy;
+	legacy_of(idx, gen, &legacy);
+	if (f->gen == gen && ino)
+		depart(ino, &legacy, last);
+}
+
+void tdax_tracking_closed_unregistered(uint64_t ino, uint64_t synced_ns)
+{
+	static const struct tdax_track_legacy none = { 0, 0, 0, false }; /* its syncs alone */
+	if (tracks() && synced_ns && ino)
+		depart(ino, &none, synced_ns);
+}
+
+void tdax_tracking_unlinked(int dirfd, const char *path)
+{
+	uint64_t now = tdax_coarse_ns(), latest = atomic_load_explicit(&departed_latest_ns, memory_order_relaxed);
+	struct stat st;
+	if (!tracks() || !latest || !tdax_tracking_stream(latest, now) ||
+	    tdax_sys_fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+		return;
+	for (int i = 0; i < DEPARTED; i++) {
+		struct departed *d = &departed[i];
+		if (atomic_load(&d->ino) == st.st_ino &&
+		    tdax_tracking_stream(d->last_sync_ns, now)) {
+			struct tdax_track_legacy legacy = d->legacy;
+			uint64_t last = d->last_sync_ns;
+			atomic_store(&d->ino, 0); /* one heir per removal */
+			bequeath(&legacy, last, path);
+			return;
+		}
+	}
 }
 
 /* The heir slot of name, if its predecessor synced within the window. */

@@ -25,7 +25,12 @@ bool tdax_tracking_cold(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 /*
  * Heirs (policy/track.h): removed reports that the registered file (idx,
  * gen) is about to lose its name `name` (as the application gave it) to an
- * unlink;
+ * unlink; closed reports the process's last close of (idx, gen), whose
+ * entry may be let go (a file synced once), closed_unregistered the close
+ * of a descriptor with no entry (a file synced once is not registered:
+ * synced_ns is its sync's, or 0), and unlinked an unlink of a name no
+ * registered file has: if it is a file closed so within the window, its
+ * name gets its heir all the same;
  * heir says whether a file about to be made at `name` takes up a removed
  * file's stream (register it at once), and whether that stream was
  * upgraded (its creation is then a record: its first sync is light);
@@ -33,6 +38,9 @@ bool tdax_tracking_cold(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
  */
 enum tdax_heir { TDAX_HEIR_NONE = 0, TDAX_HEIR_COLD, TDAX_HEIR_UPGRADED };
 void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name);
+void tdax_tracking_closed(uint32_t idx, uint32_t gen);
+void tdax_tracking_closed_unregistered(uint64_t ino, uint64_t synced_ns);
+void tdax_tracking_unlinked(int dirfd, const char *path);
 enum tdax_heir tdax_tracking_heir(const char *name);
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name);
 
