@@ -301,13 +301,14 @@ static void at_fork_child(void)
 {
 	if (atomic_load_explicit(&vfork_parent, memory_order_relaxed))
 		atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
+	tdax_count_after_fork(); /* (writes nothing unless this thread has counted) */
 	/* Never attached: nothing of tdax's to set right, and nothing written
 	 * (each page written in a child of fork costs it a copy: a shell's
 	 * every command). */
 	if (atomic_load(&attach_state) == 0)
 		return;
-	for (int i = 0; i < TDAX_ST_COUNT; i++)
-		atomic_store(&tdax_rt.flushed[i], atomic_load(&tdax_rt.count[i])); /* the parent counts those */
+	for (int i = 0; i < TDAX_ST_COUNT; i++) /* the parent counts those */
+		atomic_store(&tdax_rt.flushed[i], tdax_count_total((enum tdax_stat)i));
 	/* A thread of the parent was attaching: nobody will finish it here. */
 	if (atomic_load(&attach_state) == 1) {
 		tdax_rt.waiting = false;

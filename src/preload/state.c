@@ -6,8 +6,10 @@
 #include "preload/state.h"
 #include "core/control.h"
 #include "core/env.h"
+#include "core/sys.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,50 @@ __thread int tdax_inside TDAX_TLS;
 __thread bool tdax_fds_private TDAX_TLS;
 __thread uint32_t tdax_lat_tick TDAX_TLS;
 __thread int tdax_lat_answer TDAX_TLS;
+struct tdax_count_slot tdax_count_slots[TDAX_COUNT_SLOTS];
+__thread int tdax_count_slot TDAX_TLS;
+
+/* Is thread tid of this process gone? */
+static bool thread_gone(int32_t tid)
+{
+	return tdax_syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH;
+}
+
+void tdax_count_slot_claim(void)
+{
+	int err = errno;
+	int32_t me = (int32_t)tdax_syscall(SYS_gettid);
+	/* A free slot; else one whose thread is gone. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < TDAX_COUNT_SLOTS; i++) {
+			int32_t t = atomic_load(&tdax_count_slots[i].tid);
+			if ((pass == 0 ? t == 0 : t != 0 && thread_gone(t)) &&
+			    atomic_compare_exchange_strong(&tdax_count_slots[i].tid, &t, me)) {
+				tdax_count_slot = i + 1;
+				errno = err;
+				return;
+			}
+		}
+	}
+	tdax_count_slot = -1;
+	errno = err;
+}
+
+uint64_t tdax_count_total(enum tdax_stat s)
+{
+	uint64_t n = atomic_load(&tdax_rt.count[s]);
+	for (int i = 0; i < TDAX_COUNT_SLOTS; i++)
+		n += atomic_load_explicit(&tdax_count_slots[i].v[s], memory_order_relaxed);
+	return n;
+}
+
+void tdax_count_after_fork(void)
+{
+	if (tdax_count_slot > 0)
+		atomic_store(&tdax_count_slots[tdax_count_slot - 1].tid, (int32_t)tdax_syscall(SYS_gettid));
+	else if (tdax_count_slot < 0)
+		tdax_count_slot = 0; /* the parent's other threads' slots are free to take here */
+}
 
 void *tdax_real_lookup(const char *name)
 {
@@ -72,7 +118,7 @@ void tdax_stats_flush(void)
 	 * `flushed` past. */
 	_Atomic uint64_t *dst = tdax_stats(tdax_rt.dev);
 	for (int i = 0; i < TDAX_ST_COUNT; i++) {
-		uint64_t now = atomic_load(&tdax_rt.count[i]);
+		uint64_t now = tdax_count_total((enum tdax_stat)i);
 		uint64_t was = atomic_load_explicit(&tdax_rt.flushed[i], memory_order_relaxed);
 		while (was < now && !atomic_compare_exchange_weak(&tdax_rt.flushed[i], &was, now))
 			;
