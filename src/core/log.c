@@ -13,6 +13,7 @@
 #include "core/crc32c.h"
 #include "core/files.h"
 #include "core/stats.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -445,10 +446,38 @@ bool tdax_rec_rename_paths(const struct tdax_rec *r, const char *data, const cha
 	return true;
 }
 
+/*
+ * A release may leave sealed segments with nothing live: a scan of every
+ * segment's header finds them (~1,000 on a 1 GiB log, tens of
+ * microseconds). A process that releases at every transaction -- SQLite's
+ * rollback journal is removed, and its records released, in each -- paid a
+ * scan at each: 8.5 % of such a run's CPU. So a release scans at most once
+ * per RECLAIM_EVERY_NS in a process; the ones between leave the scan due,
+ * for the write-back's next pass (tdax_log_reclaim_due), and a thread that
+ * finds no free segment reclaims for itself (claim).
+ */
+#define RECLAIM_EVERY_NS 10000000u /* the write-back interval's default */
+static _Atomic uint64_t reclaimed_ns;
+static _Atomic bool reclaim_due;
+
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq)
 {
 	tdax_file_release(dev, file, fgen, seq);
+	uint64_t now = tdax_coarse_ns(), last = atomic_load_explicit(&reclaimed_ns, memory_order_relaxed);
+	if (now - last < RECLAIM_EVERY_NS || !atomic_compare_exchange_strong(&reclaimed_ns, &last, now)) {
+		atomic_store_explicit(&reclaim_due, true, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&reclaim_due, false, memory_order_relaxed);
 	tdax_log_reclaim(dev);
+}
+
+void tdax_log_reclaim_due(struct tdax_device *dev)
+{
+	if (atomic_load_explicit(&reclaim_due, memory_order_relaxed) && atomic_exchange(&reclaim_due, false)) {
+		atomic_store_explicit(&reclaimed_ns, tdax_coarse_ns(), memory_order_relaxed);
+		tdax_log_reclaim(dev);
+	}
 }
 
 int64_t tdax_log_claim_arena(struct tdax_device *dev)

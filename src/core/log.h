@@ -162,8 +162,12 @@ const char *tdax_rec_create_path(const struct tdax_rec *r, const char *data);
 bool tdax_rec_rename_paths(const struct tdax_rec *r, const char *data, const char **from,
 			   const char **to);
 
-/* Records of (file, fgen) up to seq are in the file on flash: free them. */
+/* Records of (file, fgen) up to seq are in the file on flash: free them,
+ * and reclaim the segments left dead now or, if this process scanned in
+ * the last 10 ms, at the next tdax_log_reclaim_due (log.c). */
 void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uint64_t seq);
+/* The reclaim releases left due since the last scan, if any. */
+void tdax_log_reclaim_due(struct tdax_device *dev);
 
 /* Seal the current thread's segment (before closing the device; tests). */
 void tdax_log_seal_mine(struct tdax_device *dev);

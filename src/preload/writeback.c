@@ -121,6 +121,8 @@ static void pass(int all, bool woken)
 	}
 	if (sealed || pressure)
 		tdax_log_reclaim(dev);
+	else
+		tdax_log_reclaim_due(dev); /* releases since the last scan (log.h) */
 	tdax_stats_flush();
 	tdax_trace_flush();
 }
