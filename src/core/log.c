@@ -162,6 +162,16 @@ void tdax_log_seal_mine(struct tdax_device *dev)
 	forget();
 }
 
+/* A wiped segment that was a block arena is the log's again (persistent:
+ * a scan reads it for records from now on). */
+static void back_to_log(const struct tdax_device *dev, struct tdax_seg *s)
+{
+	if (s->kind) {
+		s->kind = 0;
+		tdax_dev_persist(dev, &s->kind, sizeof(s->kind));
+	}
+}
+
 /* Try to turn a sealed, dead segment into a free one. The reclaimer owns
  * the segment meanwhile, so one that dies here is sealed again later. */
 static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
@@ -173,10 +183,7 @@ static bool try_reclaim(struct tdax_device *dev, struct tdax_seg *s)
 	if (dead) {
 		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
 		seg_wipe(dev, s);
-		if (s->kind) { /* an arena's blocks are gone now: it is the log's */
-			s->kind = 0;
-			tdax_dev_persist(dev, &s->kind, sizeof(s->kind));
-		}
+		back_to_log(dev, s); /* an arena's blocks are gone now */
 	}
 	atomic_store(&s->owner, dead ? TDAX_SEG_FREE : TDAX_SEG_SEALED);
 	tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));
@@ -247,8 +254,7 @@ static void empty_claimed(struct tdax_device *dev, struct tdax_seg *s)
 		seg_reset(dev, s, in_room(dev, atomic_load(&s->tail)));
 	if (s->kind) {
 		seg_wipe(dev, s);
-		s->kind = 0;
-		tdax_dev_persist(dev, &s->kind, sizeof(s->kind));
+		back_to_log(dev, s);
 	}
 }
 
@@ -500,8 +506,8 @@ int64_t tdax_log_claim_arena(struct tdax_device *dev)
 void tdax_log_release_arena(struct tdax_device *dev, uint32_t seg, uint64_t used)
 {
 	struct tdax_seg *s = tdax_seg_at(dev, seg);
-	uint64_t w = in_room(dev, s->written);
-	s->written = in_room(dev, used) > w ? in_room(dev, used) : w;
+	uint64_t w = in_room(dev, s->written), u = in_room(dev, used);
+	s->written = u > w ? u : w;
 	tdax_dev_persist(dev, &s->written, sizeof(s->written));
 	atomic_store(&s->owner, TDAX_SEG_SEALED);
 	tdax_dev_persist(dev, (const void *)&s->owner, sizeof(uint64_t));

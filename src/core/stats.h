@@ -59,10 +59,10 @@ enum tdax_stat {
 	TDAX_ST_DEMOTIONS,       /* promoted files written back and made coherent again */
 	TDAX_ST_DEFERRED_WRITES, /* writes of promoted files: to the device, not the kernel */
 	/* Demotions by why (they sum to TDAX_ST_DEMOTIONS): */
-	TDAX_ST_DEMOTED_SEEN,    /* read past its notes, mapped, copied, closed, dup'ed or handed on in its process */
+	TDAX_ST_DEMOTED_SEEN,    /* mapped, copied, closed, dup'ed or handed on in its process */
 	TDAX_ST_DEMOTED_OPENED,  /* another open of the file broke its lease */
 	TDAX_ST_DEMOTED_WRITEBACK, /* a checkpoint of the write-back */
-	TDAX_ST_DEMOTED_FULL,    /* no room in the log or in its notes */
+	TDAX_ST_DEMOTED_FULL,    /* no room in the log for its record */
 	TDAX_ST_DEMOTED_KERNEL,  /* a call only the kernel answers: a real sync, truncate, fallocate, ... */
 	TDAX_ST_DEMOTED_UNSELECTED, /* the selection dropped it (busier files took its room) */
 	TDAX_ST_PERSISTS,        /* tdax_persist calls answered from the log (explicit mappings) */

@@ -64,8 +64,8 @@ struct tdax_s3fifo_queue {
 
 struct tdax_s3fifo {
 	uint32_t n;         /* ids 0..n-1 */
-	uint32_t small_cap; /* S's target: n / 10, at least 1 */
-	uint32_t main_cap;  /* M's capacity, n - small_cap; G's too */
+	uint32_t small_cap; /* S's target: m / 10, at least 1 (m: n, or tdax_s3fifo_resize's) */
+	uint32_t main_cap;  /* M's capacity, m - small_cap; G's too */
 	struct tdax_s3fifo_queue small, main;
 	struct tdax_s3fifo_node *node;   /* n, in mem */
 	struct tdax_s3fifo_ghost *ghost; /* ghost_mask + 1 slots, in mem */

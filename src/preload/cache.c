@@ -153,9 +153,8 @@ static void give(uint32_t id)
 bool tdax_cache_promote(struct tdax_cached *f, uint32_t idx, uint64_t ksize)
 {
 	if (!f->map) {
-		void *m = tdax_sys_mmap(NULL, TDAX_CACHE_MAP_BLOCKS * sizeof(*f->map), PROT_READ | PROT_WRITE,
-					MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED)
+		void *m = zeroed(NULL, TDAX_CACHE_MAP_BLOCKS * sizeof(*f->map));
+		if (!m)
 			return false;
 		f->map = m;
 		f->lo = UINT64_MAX;
@@ -238,7 +237,7 @@ static struct block *allocate(struct tdax_cached *f, int fd, uint64_t bno, uint3
 	uint32_t file_has = f->ksize > start ? (uint32_t)(f->ksize - start < c.size ? f->ksize - start : c.size) : 0;
 	k->hi = 0;
 	if (file_has && !(off == 0 && len >= file_has)) {
-		ssize_t r = tdax_syscall(SYS_pread64, fd, k->mem, file_has, (long)start);
+		ssize_t r = tdax_sys_pread(fd, k->mem, file_has, (off_t)start);
 		if (r < 0) { /* a block not to be trusted: dropped, the write goes to the file */
 			atomic_store(&k->state, DROPPED);
 			atomic_fetch_add(&c.changes, 1);
@@ -324,10 +323,16 @@ void tdax_cache_count(struct tdax_cached *f)
 }
 
 /* An access S3-FIFO counts: a read, or a write over bytes the block has
- * (an append into it is the one access that filled it). */
+ * (an append into it is the one access that filled it). A load and a
+ * store, no locked add (it would wait for the record's write-back, begun
+ * just before), up to the count S3-FIFO saturates at: its callers hold the
+ * file's lock; the write-back's exchange (hits_of) between the two may
+ * leave one access counted twice, which the saturation absorbs. */
 static void accessed(struct block *k)
 {
-	atomic_fetch_add_explicit(&k->hits, 1, memory_order_relaxed);
+	uint32_t h = atomic_load_explicit(&k->hits, memory_order_relaxed);
+	if (h < TDAX_S3FIFO_FREQ_MAX)
+		atomic_store_explicit(&k->hits, h + 1, memory_order_relaxed);
 }
 
 /* No block for len bytes from byte pos of iov: into the file at `at` now
@@ -449,10 +454,8 @@ static int write_range(struct tdax_cached *f, uint64_t lo, uint64_t hi, bool (*w
 	}
 	if (rc == 0 && n)
 		rc = write_blocks(ks, n, fd, &lifted);
-	int err = errno;
 	if (lifted > 0)
-		tdax_append_restore(fd);
-	errno = err;
+		tdax_append_restore(fd); /* (errno kept) */
 	return rc;
 }
 
@@ -495,9 +498,7 @@ int tdax_cache_flush_write(struct tdax_cached *f, int fd)
 	/* (Only this thread frees blocks, and a demotion waits for it: the
 	 * marked blocks stay where they are; new ones are not marked.) */
 	int rc = write_range(f, f->flo, f->fhi, marked, fd);
-	int err = errno;
 	atomic_fetch_sub(&f->evicting, 1);
-	errno = err;
 	return rc;
 }
 
@@ -513,6 +514,15 @@ void tdax_cache_flush_end(struct tdax_cached *f, bool written)
 	}
 }
 
+/* f holds no block now. */
+static void emptied(struct tdax_cached *f)
+{
+	f->blocks = 0;
+	f->lo = UINT64_MAX;
+	f->hi = 0;
+	f->drop = false;
+}
+
 void tdax_cache_drop(struct tdax_cached *f)
 {
 	tdax_cache_count(f);
@@ -524,10 +534,7 @@ void tdax_cache_drop(struct tdax_cached *f)
 		}
 	}
 	atomic_fetch_add(&c.changes, 1);
-	f->blocks = 0;
-	f->lo = UINT64_MAX;
-	f->hi = 0;
-	f->drop = false;
+	emptied(f);
 }
 
 /* ---- the write-back thread ------------------------------------------ */
@@ -665,11 +672,10 @@ static void follow_the_share(void)
 	}
 }
 
-bool tdax_cache_serve(void)
+/* Blocks taken since the last look into the queues; dropped ones back in
+ * the pool. */
+static void recycle(void)
 {
-	if (!c.dev)
-		return false;
-	follow_the_share();
 	uint64_t ch = atomic_load(&c.changes);
 	if (ch != c.seen) {
 		c.seen = ch;
@@ -683,6 +689,14 @@ bool tdax_cache_serve(void)
 			}
 		}
 	}
+}
+
+bool tdax_cache_serve(void)
+{
+	if (!c.dev)
+		return false;
+	follow_the_share();
+	recycle();
 	while (c.narenas > c.limit && arena_unused(c.narenas - 1))
 		release_last();
 	c.retire = keep();
@@ -792,7 +806,7 @@ void tdax_cache_release_all(void)
 {
 	if (!c.dev)
 		return;
-	tdax_cache_serve(); /* the dropped ones back in the pool */
+	recycle(); /* the dropped ones back in the pool (nothing claimed now) */
 	if (c.nb && atomic_load(&c.nfree) == c.nb)
 		release_arenas();
 }
@@ -818,10 +832,7 @@ void tdax_cache_forget(struct tdax_cached *f)
 {
 	if (f->map)
 		tdax_syscall(SYS_madvise, f->map, TDAX_CACHE_MAP_BLOCKS * sizeof(*f->map), MADV_DONTNEED);
-	f->blocks = 0;
-	f->lo = UINT64_MAX;
-	f->hi = 0;
-	f->drop = false;
+	emptied(f);
 	atomic_store(&f->evicting, 0);
 }
 

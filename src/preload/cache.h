@@ -63,13 +63,14 @@ struct tdax_cached {
 	uint64_t flo, fhi;        /* those of a checkpoint's flush */
 	uint32_t blocks;          /* blocks it has */
 	bool drop;                /* demoted: drop them at the lock's last release */
-	_Atomic uint32_t evicting; /* evictions of its blocks writing into the file */
+	_Atomic uint32_t evicting; /* evictions and checkpoint flushes of its blocks writing into the file */
 	uint64_t hits, misses;    /* blocks its reads and writes found cached, or not */
 	uint64_t hits_counted, misses_counted; /* of them, in the process's counters */
 };
 
-/* Set up at attach (bypass mode): the block size and the share; nothing is
- * claimed before a file is promoted. False if it cannot be. */
+/* Set up at attach (bypass mode): the block size and the share. Arenas are
+ * claimed by the write-back thread's passes (tdax_cache_serve), a pool
+ * ready before a file is promoted. False if it cannot be. */
 bool tdax_cache_init(struct tdax_device *dev);
 
 /* The bytes of device memory this process's cache may hold: its files'

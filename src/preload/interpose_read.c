@@ -1,7 +1,7 @@
 /*
  * interpose_read -- the calls that read a file or its attributes: those
- * of a promoted file's own descriptor are served from the kernel's copy
- * and the deferred records (promoted.h); any other look at a promoted file
+ * of a promoted file's own descriptor are served from its blocks in the
+ * block cache and the kernel's copy (promoted.h, cache.h); any other look at a promoted file
  * demotes it first, so that it sees what the application wrote. While no
  * file is promoted each costs one load.
  */

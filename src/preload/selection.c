@@ -25,10 +25,10 @@ static uint64_t window(void)
 
 /* The tunables now into the parameters (tdax set changes them at run
  * time): true if the selection's changed. */
-static bool tune(void)
+static bool tune(const struct tdax_device *dev)
 {
 	struct tdax_tunables t;
-	tdax_bypass_tunables(tdax_rt.dev, &t);
+	tdax_bypass_tunables(dev, &t);
 	atomic_store_explicit(&window_ns_, t.bypass_window_ns, memory_order_relaxed);
 	atomic_store_explicit(&floor_, t.bypass_floor, memory_order_relaxed);
 	struct tdax_select_params was = params;
@@ -60,11 +60,7 @@ bool tdax_selection_init(const struct tdax_device *dev)
 	struct tdax_log_usage u;
 	tdax_log_usage(dev, &u);
 	log_capacity = u.capacity;
-	struct tdax_tunables t;
-	tdax_bypass_tunables(dev, &t);
-	atomic_store(&window_ns_, t.bypass_window_ns);
-	atomic_store(&floor_, t.bypass_floor);
-	params.capacity = log_capacity / 100 * t.bypass_share_pct;
+	tune(dev);
 	tdax_cache_set_share(params.capacity);
 	params.append_hold_ns = TDAX_SELECT_APPEND_HOLD_NS;
 	params.keep_pct = TDAX_SELECT_KEEP_PCT;
@@ -130,7 +126,7 @@ static bool select_now(uint64_t now, bool always)
 	bool idle = false;
 	if (!atomic_compare_exchange_strong(&selecting, &idle, true))
 		return false;
-	bool retuned = tune();
+	bool retuned = tune(tdax_rt.dev);
 	uint32_t n = 0, files = tdax_promoted_count();
 	uint64_t set = 0;
 	for (uint32_t i = 0; i < files; i++) {

@@ -324,44 +324,41 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
 }
 
 /*
+ * What the policy knew of a file that went (its first range's counts and
+ * last sync), kept a while under a key, in a few slots per process: the
+ * writeback window, as a stream is. Two such memories:
+ *
  * Heirs (policy/track.h): the names whose file was removed after a sync,
- * with what the policy knew of its first range, for a new file at the same
- * name. Per process (a journal is made and removed by the process that
- * uses it), a few names, keyed by the name as the application gave it (a
- * name that happens to match another's costs logged writes, never a
- * byte); forgotten after the writeback window, as a stream is.
- */
-#define HEIRS 8
-static struct heir {
-	_Atomic uint64_t key; /* hash of the name; 0: free */
-	struct tdax_track_legacy legacy;
-	uint64_t last_sync_ns;
-} heirs[HEIRS];
-static _Atomic uint32_t heirs_next;
-/* The latest last_sync_ns of any heir: none is in its window after the
- * window of this one, so a name is not even hashed. */
-static _Atomic uint64_t heirs_latest_ns;
-
-/*
+ * for a new file at the same name. Per process (a journal is made and
+ * removed by the process that uses it), keyed by the name as the
+ * application gave it (a name that happens to match another's costs logged
+ * writes, never a byte).
+ *
  * Departed files: a file synced once and closed has its entry let go at
  * its close (files.h: one sync is no stream), before an unlink could find
  * it -- SQLite's rollback journal under synchronous=NORMAL is created,
  * written, synced once, closed and unlinked in every transaction, and no
  * journal would ever leave an heir. So the last close of a synced file
- * keeps its legacy here, by inode number, for an unlink of that inode
- * within the window to leave to its name. A few, as heirs are; the number
- * alone (the entry's device is a file system id, not a stat's st_dev): a
- * file of another file system that matches costs logged writes, never a
- * byte.
+ * keeps its legacy, keyed by inode number, for an unlink of that inode
+ * within the window to leave to its name. The number alone (the entry's
+ * device is a file system id, not a stat's st_dev): a file of another file
+ * system that matches costs logged writes, never a byte.
  */
-#define DEPARTED 4
-static struct departed {
-	_Atomic uint64_t ino; /* 0: free */
+struct memory {
+	_Atomic uint64_t key; /* 0: free */
 	struct tdax_track_legacy legacy;
 	uint64_t last_sync_ns;
-} departed[DEPARTED];
-static _Atomic uint32_t departed_next;
-static _Atomic uint64_t departed_latest_ns;
+};
+struct memories {
+	struct memory *slot;
+	uint32_t n;
+	_Atomic uint32_t next;
+	/* The latest last_sync_ns of any slot: none is in its window after
+	 * the window of this one, so a key is not even made. */
+	_Atomic uint64_t latest_ns;
+};
+static struct memory heir_slots[8], departed_slots[4];
+static struct memories heirs = { heir_slots, 8, 0, 0 }, departed = { departed_slots, 4, 0, 0 };
 
 static uint64_t name_key(const char *name)
 {
@@ -371,11 +368,32 @@ static uint64_t name_key(const char *name)
 	return h ? h : 1;
 }
 
-static void raise_latest(_Atomic uint64_t *latest_ns, uint64_t ns)
+static void keep(struct memories *m, uint64_t key, const struct tdax_track_legacy *legacy, uint64_t last_sync_ns)
 {
-	uint64_t latest = atomic_load(latest_ns);
-	while (latest < ns && !atomic_compare_exchange_weak(latest_ns, &latest, ns))
+	struct memory *s = &m->slot[atomic_fetch_add(&m->next, 1) % m->n];
+	atomic_store(&s->key, 0); /* (two threads at one slot: the last one's, or none) */
+	s->legacy = *legacy;
+	s->last_sync_ns = last_sync_ns;
+	uint64_t latest = atomic_load(&m->latest_ns);
+	while (latest < last_sync_ns && !atomic_compare_exchange_weak(&m->latest_ns, &latest, last_sync_ns))
 		;
+	atomic_store(&s->key, key);
+}
+
+/* Is any slot of m in its window at now? */
+static bool recent(struct memories *m, uint64_t now)
+{
+	uint64_t latest = atomic_load_explicit(&m->latest_ns, memory_order_relaxed);
+	return latest && tdax_tracking_stream(latest, now);
+}
+
+/* The slot of key, if its file synced within the window. */
+static struct memory *recall(struct memories *m, uint64_t key, uint64_t now)
+{
+	for (uint32_t i = 0; i < m->n; i++)
+		if (atomic_load(&m->slot[i].key) == key && tdax_tracking_stream(m->slot[i].last_sync_ns, now))
+			return &m->slot[i];
+	return NULL;
 }
 
 /* What the policy knew of (idx, gen): its first range's counts, or none
@@ -390,16 +408,6 @@ static void legacy_of(uint32_t idx, uint32_t gen, struct tdax_track_legacy *out)
 		tdax_track_bequeath(&r->t, &t, tdax_coarse_ns(), out);
 }
 
-static void bequeath(const struct tdax_track_legacy *legacy, uint64_t last_sync_ns, const char *name)
-{
-	struct heir *h = &heirs[atomic_fetch_add(&heirs_next, 1) % HEIRS];
-	atomic_store(&h->key, 0); /* (two threads at one slot: the last one's, or none) */
-	h->legacy = *legacy;
-	h->last_sync_ns = last_sync_ns;
-	raise_latest(&heirs_latest_ns, last_sync_ns);
-	atomic_store(&h->key, name_key(name));
-}
-
 void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 {
 	uint64_t last = atomic_load(&tdax_rt_of(idx)->last_sync_ns);
@@ -407,17 +415,7 @@ void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 		return;
 	struct tdax_track_legacy legacy;
 	legacy_of(idx, gen, &legacy);
-	bequeath(&legacy, last, name);
-}
-
-static void depart(uint64_t ino, const struct tdax_track_legacy *legacy, uint64_t last_sync_ns)
-{
-	struct departed *d = &departed[atomic_fetch_add(&departed_next, 1) % DEPARTED];
-	atomic_store(&d->ino, 0);
-	d->legacy = *legacy;
-	d->last_sync_ns = last_sync_ns;
-	raise_latest(&departed_latest_ns, last_sync_ns);
-	atomic_store(&d->ino, ino);
+	keep(&heirs, name_key(name), &legacy, last);
 }
 
 void tdax_tracking_closed(uint32_t idx, uint32_t gen)
@@ -432,60 +430,48 @@ void tdax_tracking_closed(uint32_t idx, uint32_t gen)
 	struct tdax_track_legacy legacy;
 	legacy_of(idx, gen, &legacy);
 	if (f->gen == gen && ino)
-		depart(ino, &legacy, last);
+		keep(&departed, ino, &legacy, last);
 }
 
 void tdax_tracking_closed_unregistered(uint64_t ino, uint64_t synced_ns)
 {
 	static const struct tdax_track_legacy none = { 0, 0, 0, false }; /* its syncs alone */
 	if (tracks() && synced_ns && ino)
-		depart(ino, &none, synced_ns);
+		keep(&departed, ino, &none, synced_ns);
 }
 
 void tdax_tracking_unlinked(int dirfd, const char *path)
 {
-	uint64_t now = tdax_coarse_ns(), latest = atomic_load_explicit(&departed_latest_ns, memory_order_relaxed);
+	uint64_t now = tdax_coarse_ns();
 	struct stat st;
-	if (!tracks() || !latest || !tdax_tracking_stream(latest, now) ||
+	if (!tracks() || !recent(&departed, now) ||
 	    tdax_sys_fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 		return;
-	for (int i = 0; i < DEPARTED; i++) {
-		struct departed *d = &departed[i];
-		if (atomic_load(&d->ino) == st.st_ino &&
-		    tdax_tracking_stream(d->last_sync_ns, now)) {
-			struct tdax_track_legacy legacy = d->legacy;
-			uint64_t last = d->last_sync_ns;
-			atomic_store(&d->ino, 0); /* one heir per removal */
-			bequeath(&legacy, last, path);
-			return;
-		}
-	}
+	struct memory *d = recall(&departed, st.st_ino, now);
+	if (!d)
+		return;
+	struct tdax_track_legacy legacy = d->legacy;
+	uint64_t last = d->last_sync_ns;
+	atomic_store(&d->key, 0); /* one heir per removal */
+	keep(&heirs, name_key(path), &legacy, last);
 }
 
 /* The heir slot of name, if its predecessor synced within the window. */
-static struct heir *heir_of(const char *name, uint64_t now)
+static struct memory *heir_of(const char *name, uint64_t now)
 {
-	uint64_t latest = atomic_load_explicit(&heirs_latest_ns, memory_order_relaxed);
-	if (!latest || !tdax_tracking_stream(latest, now))
-		return NULL;
-	uint64_t k = name_key(name);
-	for (int i = 0; i < HEIRS; i++)
-		if (atomic_load(&heirs[i].key) == k &&
-		    tdax_tracking_stream(heirs[i].last_sync_ns, now))
-			return &heirs[i];
-	return NULL;
+	return recent(&heirs, now) ? recall(&heirs, name_key(name), now) : NULL;
 }
 
 enum tdax_heir tdax_tracking_heir(const char *name)
 {
-	const struct heir *h = tracks() ? heir_of(name, tdax_coarse_ns()) : NULL;
+	const struct memory *h = tracks() ? heir_of(name, tdax_coarse_ns()) : NULL;
 	return !h ? TDAX_HEIR_NONE : h->legacy.upgraded ? TDAX_HEIR_UPGRADED : TDAX_HEIR_COLD;
 }
 
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name)
 {
 	uint64_t now = tdax_coarse_ns();
-	struct heir *h = tracks() ? heir_of(name, now) : NULL;
+	struct memory *h = tracks() ? heir_of(name, now) : NULL;
 	if (!h)
 		return;
 	struct tdax_tunables t;
