@@ -6,6 +6,7 @@
 #include "preload/cache.h"
 #include "core/log.h"
 #include "core/sys.h"
+#include "core/testaid.h"
 #include "core/util.h"
 #include "policy/s3fifo.h"
 #include "preload/state.h"
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* A block's state: its arena not claimed, in the pool, a file's, or
  * dropped by its file (back to the pool at the write-back thread's pass). */
@@ -691,10 +694,42 @@ static void recycle(void)
 	}
 }
 
-bool tdax_cache_serve(void)
+#ifdef TDAX_TEST_BUILD
+/* Test aid (src/core/testaid.h): the pool's giving and the queues have one
+ * user at a time (the pass, writeback.c); a second one aborts the test
+ * build. While the file TDAX_TEST_SERVE_PAUSE_IF names exists, a serve
+ * waits 300 ms inside: the window another would fall into. */
+static _Atomic int users;
+
+static void enter(bool serving)
 {
-	if (!c.dev)
-		return false;
+	if (atomic_fetch_add(&users, 1)) {
+		static const char m[] = "tdax: two users of the block cache's pool at once\n";
+		tdax_syscall(SYS_write, 2, m, sizeof(m) - 1);
+		abort();
+	}
+	const char *flag = TDAX_TEST_ENV("SERVE_PAUSE_IF");
+	if (serving && flag && access(flag, F_OK) == 0)
+		usleep(300000);
+}
+
+static void leave(void)
+{
+	atomic_fetch_sub(&users, 1);
+}
+#else
+static void enter(bool serving)
+{
+	(void)serving;
+}
+
+static void leave(void)
+{
+}
+#endif
+
+static bool serve(void)
+{
 	follow_the_share();
 	recycle();
 	while (c.narenas > c.limit && arena_unused(c.narenas - 1))
@@ -712,6 +747,16 @@ bool tdax_cache_serve(void)
 		c.idle_since = 0;
 	}
 	return c.nb && (atomic_load(&c.nfree) < c.want || c.retire < c.nb);
+}
+
+bool tdax_cache_serve(void)
+{
+	if (!c.dev)
+		return false;
+	enter(true);
+	bool more = serve();
+	leave();
+	return more;
 }
 
 static uint32_t hits_of(void *ctx, uint32_t id)
@@ -806,9 +851,11 @@ void tdax_cache_release_all(void)
 {
 	if (!c.dev)
 		return;
+	enter(false);
 	recycle(); /* the dropped ones back in the pool (nothing claimed now) */
 	if (c.nb && atomic_load(&c.nfree) == c.nb)
 		release_arenas();
+	leave();
 }
 
 void tdax_cache_after_fork_child(void)

@@ -327,11 +327,7 @@ static void at_exit(void)
 	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
 		return;
 	tdax_inside++;
-	tdax_promoted_settle_all(); /* before the leases go: the files get their bytes */
-	tdax_cache_release_all();
-	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
-	tdax_tracking_flush();
-	tdax_writeback_pass(1);
+	tdax_writeback_last();
 	tdax_trace_flush();
 	tdax_log_seal_mine(tdax_rt.dev);
 	tdax_inside--;

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/recover.h"
 #include "core/util.h"
+#include "preload/cache.h"
 #include "preload/promoted.h"
 #include "preload/selection.h"
 #include "preload/checkpoint.h"
@@ -23,6 +24,11 @@
 #include <signal.h>
 
 static _Atomic int running;
+
+/* One pass at a time in a process: the block cache's pool and queues and
+ * the selection are the pass's alone (cache.h), and exit makes its last
+ * pass on its own thread while the write-back thread may be in one. */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * Segments whose writer is gone are sealed, and their room reclaimed, at
@@ -67,7 +73,8 @@ static void write_orphans_back(struct tdax_device *dev)
 		orphans_wait = ORPHANS_RETRY_LOOKS;
 }
 
-static void pass(int all, bool woken)
+/* A pass (pass_lock held). */
+static void pass_held(int all, bool woken)
 {
 	struct tdax_device *dev = tdax_rt.dev;
 	if (!tdax_watch_check())
@@ -127,9 +134,21 @@ static void pass(int all, bool woken)
 	tdax_trace_flush();
 }
 
-void tdax_writeback_pass(int all)
+static void pass(int all, bool woken)
 {
-	pass(all, false);
+	pthread_mutex_lock(&pass_lock);
+	pass_held(all, woken);
+	pthread_mutex_unlock(&pass_lock);
+}
+
+void tdax_writeback_last(void)
+{
+	pthread_mutex_lock(&pass_lock); /* for good: the thread's next pass waits */
+	tdax_promoted_settle_all(); /* before the leases go: the files get their bytes */
+	tdax_cache_release_all();
+	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
+	tdax_tracking_flush();
+	pass_held(1, false);
 }
 
 static void *thread_main(void *arg)
@@ -175,6 +194,8 @@ void tdax_writeback_after_sync(void)
 
 void tdax_writeback_after_fork(void)
 {
+	/* (The parent's thread may have held it: it has no thread here.) */
+	pass_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	atomic_store(&running, 0);
 	tdax_wake_after_fork();
 }

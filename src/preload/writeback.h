@@ -17,9 +17,11 @@ void tdax_writeback_ensure(void);
  * the thread's pass would (`tdax status` shows its syncs). */
 void tdax_writeback_after_sync(void);
 
-/* One pass, as the thread makes it (exit, tests). all: checkpoint every
- * file this process logged to, whatever its age. */
-void tdax_writeback_pass(int all);
+/* The process exits: the thread's pass, if it is in one, ends first and no
+ * other begins; promoted files get their bytes and lose their leases, the
+ * block cache's arenas go back to the log, and a last pass checkpoints
+ * every file this process logged to. */
+void tdax_writeback_last(void);
 
 /* The child of a fork has no write-back thread. */
 void tdax_writeback_after_fork(void);

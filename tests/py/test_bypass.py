@@ -47,6 +47,25 @@ def test_writes_of_a_promoted_file_skip_the_kernel_and_reach_it_by_exit(dev, dis
     assert c["demoted_seen"] >= 1, c  # the exit's
 
 
+# Appends and syncs N records, then has the write-back thread's next serve
+# of the block cache wait inside it (test build) and exits meanwhile.
+EXIT_IN_A_PASS = APPENDER + """
+open(sys.argv[3], "w").close()
+time.sleep(0.05)
+"""
+
+
+def test_exit_waits_for_the_write_back_threads_pass(dev, diskdir):
+    """Exit's last pass and the thread's pass would both take blocks out
+    of the cache's pool and give them back; the test build aborts when
+    two do at once. The exit comes while the thread serves the cache."""
+    f, flag = diskdir / "log", diskdir / "pause"
+    p = tdax_run(dev, EXIT_IN_A_PASS, f, 100, flag, env=dict(BYPASS, TDAX_TEST_SERVE_PAUSE_IF=str(flag)))
+    assert p.returncode == 0 and "at once" not in p.stderr, p.stderr
+    assert f.read_bytes() == b"".join(record(i) for i in range(100))
+    assert counters(dev)["promotions"] >= 1
+
+
 def test_coherent_mode_promotes_nothing(dev, diskdir):
     f = diskdir / "log"
     tdax_run(dev, APPENDER, f, 100)
