@@ -6,9 +6,10 @@
  * a write is logged (or not) by the policy, a sync answered from the
  * device or made real, a rename recorded before it is done.
  *
- * Descriptors. The command's opens for writing are made here and the
- * descriptor is installed in the command (SECCOMP_IOCTL_NOTIF_ADDFD) at a
- * free number at TDAX_INTERCEPT_FD_BASE or above, kept here (the same open
+ * Descriptors. The command's opens for writing are made here; the
+ * descriptor of a file tdax manages (not one on tmpfs, say) is installed in
+ * the command (SECCOMP_IOCTL_NOTIF_ADDFD) at a free number at
+ * TDAX_INTERCEPT_FD_BASE or above, kept here (the same open
  * file: position, flags, lease) until the command closes or replaces that
  * number, executes, or ends; a number at the base the supervisor did not
  * place (a forked child's, one duplicated up) is borrowed with pidfd_getfd
@@ -46,6 +47,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
@@ -54,6 +56,7 @@
 #include "cli/intercept.h"
 #include "cli/out.h"
 #include "cli/supervise.h"
+#include "core/util.h"
 
 #ifndef SECCOMP_USER_NOTIF_FLAG_CONTINUE
 #define SECCOMP_USER_NOTIF_FLAG_CONTINUE (1UL << 0)
@@ -533,16 +536,26 @@ static int free_number(struct proc *p)
 	return -1;
 }
 
-/* Install mine in the caller: a regular file at a free number at the base
+/* A file tdax manages: regular, on a file system it has business on (a
+ * file on tmpfs, whose syncs cost nothing, is the kernel's: trapping its
+ * writes cost etcd on tmpfs a fifth of its puts). */
+static bool managed(int fd)
+{
+	struct stat st;
+	struct statfs sf;
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fstatfs(fd, &sf) == 0 &&
+	       !tdax_fs_unmanaged((long)sf.f_type);
+}
+
+/* Install mine in the caller: a managed file at a free number at the base
  * or above (kept: the caller's descriptor there, under the filter), any
  * other, or a file there is no such number for (its writes will be
  * unseen), at the lowest free number, not kept. The number, or -errno. */
 static long install(struct call *c, int mine, unsigned flags, int at)
 {
-	struct stat st;
 	struct seccomp_notif_addfd add = { .id = c->req->id, .srcfd = (unsigned)mine, .newfd_flags = flags };
 	pthread_mutex_lock(&lock);
-	bool ours = c->p->tgid == c->tgid && fstat(mine, &st) == 0 && S_ISREG(st.st_mode);
+	bool ours = c->p->tgid == c->tgid && managed(mine);
 	int n = at >= 0 ? at : ours ? free_number(c->p) : -1;
 	if (n >= 0) {
 		add.flags = SECCOMP_ADDFD_FLAG_SETFD;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -25,13 +26,89 @@ static uint32_t ident_crc(const struct tdax_file *f)
 	return tdax_crc32c(0, &f->gen, offsetof(struct tdax_file, crc) - offsetof(struct tdax_file, gen));
 }
 
-int tdax_ident_of_fd(int fd, struct tdax_ident *id)
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U /* Linux 6.8 */
+#endif
+#define FILEID_INO32_GEN 1             /* linux/exportfs.h: { u32 ino, gen } */
+
+/*
+ * The file system of a file, per mount and device number: its id (f_fsid)
+ * and type. Remembered for a few mounts, each slot written once, where the
+ * kernel names mounts by an id it never gives again (STATX_MNT_ID_UNIQUE):
+ * a mount's file system does not change under it, and a subvolume of one
+ * (btrfs) has a device number of its own. Elsewhere an fstatfs each time.
+ */
+#define KNOWN_FS 8
+static struct {
+	_Atomic int taken, ready;
+	_Atomic uint64_t mnt, dev, fsid;
+	_Atomic long type;
+} known_fs[KNOWN_FS];
+
+static void fs_of(int fd, const struct statx *stx, uint64_t *fsid, long *type)
+{
+	bool unique = stx->stx_mask & STATX_MNT_ID_UNIQUE;
+	uint64_t dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+	for (int i = 0; unique && i < KNOWN_FS; i++)
+		if (atomic_load_explicit(&known_fs[i].ready, memory_order_acquire) &&
+		    atomic_load_explicit(&known_fs[i].mnt, memory_order_relaxed) == stx->stx_mnt_id &&
+		    atomic_load_explicit(&known_fs[i].dev, memory_order_relaxed) == dev) {
+			*fsid = atomic_load_explicit(&known_fs[i].fsid, memory_order_relaxed);
+			*type = atomic_load_explicit(&known_fs[i].type, memory_order_relaxed);
+			return;
+		}
+	struct statfs sf;
+	*fsid = 0;
+	*type = 0;
+	if (fstatfs(fd, &sf) != 0)
+		return;
+	memcpy(fsid, &sf.f_fsid, sizeof(*fsid) < sizeof(sf.f_fsid) ? sizeof(*fsid) : sizeof(sf.f_fsid));
+	*type = (long)sf.f_type;
+	for (int i = 0, no = 0; unique && *fsid && i < KNOWN_FS; i++, no = 0)
+		if (atomic_compare_exchange_strong(&known_fs[i].taken, &no, 1)) {
+			atomic_store_explicit(&known_fs[i].mnt, stx->stx_mnt_id, memory_order_relaxed);
+			atomic_store_explicit(&known_fs[i].dev, dev, memory_order_relaxed);
+			atomic_store_explicit(&known_fs[i].fsid, *fsid, memory_order_relaxed);
+			atomic_store_explicit(&known_fs[i].type, *type, memory_order_relaxed);
+			atomic_store_explicit(&known_fs[i].ready, 1, memory_order_release);
+			return;
+		}
+}
+
+/* The inode generation of a path descriptor (it has no ioctl): from the
+ * file handle, on the file systems whose handle is { inode, generation },
+ * the same generation FS_IOC_GETVERSION gives. */
+static bool igen_of_handle(int fd, const struct statx *stx, long type, uint32_t *igen)
+{
+	if (type != EXT4_SUPER_MAGIC && type != XFS_SUPER_MAGIC)
+		return false;
+	union {
+		struct file_handle h;
+		char room[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} fh = { .h.handle_bytes = MAX_HANDLE_SZ };
+	int mnt;
+	uint32_t v[2];
+	if (name_to_handle_at(fd, "", &fh.h, &mnt, AT_EMPTY_PATH) != 0 || fh.h.handle_type != FILEID_INO32_GEN ||
+	    fh.h.handle_bytes != sizeof(v))
+		return false;
+	memcpy(v, fh.h.f_handle, sizeof(v));
+	if (v[0] != (uint32_t)stx->stx_ino)
+		return false;
+	*igen = v[1];
+	return true;
+}
+
+/* The identity of fd; path_only: an O_PATH descriptor (then the inode
+ * generation comes from its handle, or it is EOPNOTSUPP: without it a new
+ * file on a reused inode number, born in the same clock tick, passes for a
+ * removed one). */
+static int ident(int fd, bool path_only, struct tdax_ident *id)
 {
 	/* statx for the birth time; no timestamp that changes on writes is
 	 * asked for (performance.md: a query of mtime/ctime costs the next
 	 * write a journal update). */
 	struct statx stx;
-	if (tdax_statx_fd(fd, STATX_TYPE | STATX_INO | STATX_BTIME, &stx) != 0)
+	if (tdax_statx_fd(fd, STATX_TYPE | STATX_INO | STATX_BTIME | STATX_MNT_ID_UNIQUE, &stx) != 0)
 		return -1;
 	if (!S_ISREG(stx.stx_mode)) {
 		errno = EINVAL;
@@ -40,14 +117,21 @@ int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 	/* The file system's id, not the device number: a device can come back
 	 * under another number after a reboot (loop devices, NVMe enumeration),
 	 * ext4 and xfs derive f_fsid from their UUID. */
-	struct statfs sf;
-	uint64_t fsid = 0;
-	if (fstatfs(fd, &sf) == 0)
-		memcpy(&fsid, &sf.f_fsid, sizeof(fsid) < sizeof(sf.f_fsid) ? sizeof(fsid) : sizeof(sf.f_fsid));
-	int g = 0;
+	uint64_t fsid;
+	long type;
+	fs_of(fd, &stx, &fsid, &type);
 	*id = (struct tdax_ident){ .ino = stx.stx_ino };
 	id->dev = fsid ? fsid : (uint64_t)makedev(stx.stx_dev_major, stx.stx_dev_minor);
-	if (ioctl(fd, FS_IOC_GETVERSION, &g) == 0) {
+	int g = 0;
+	if (path_only) {
+		uint32_t igen;
+		if (!igen_of_handle(fd, &stx, type, &igen)) {
+			errno = EOPNOTSUPP;
+			return -1;
+		}
+		id->igen = igen;
+		id->flags |= TDAX_FILE_HAS_IGEN;
+	} else if (ioctl(fd, FS_IOC_GETVERSION, &g) == 0) {
 		id->igen = (uint32_t)g;
 		id->flags |= TDAX_FILE_HAS_IGEN;
 	}
@@ -56,6 +140,16 @@ int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 		id->flags |= TDAX_FILE_HAS_BTIME;
 	}
 	return 0;
+}
+
+int tdax_ident_of_fd(int fd, struct tdax_ident *id)
+{
+	return ident(fd, false, id);
+}
+
+int tdax_ident_of_path_fd(int fd, struct tdax_ident *id)
+{
+	return ident(fd, true, id);
 }
 
 bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b)

@@ -157,6 +157,10 @@ struct tdax_ident {
 	uint32_t flags;
 };
 int tdax_ident_of_fd(int fd, struct tdax_ident *id);
+/* The same of an O_PATH descriptor, where the file system lets its inode
+ * generation be had without opening the file (ext4, xfs); else -1 with
+ * errno EOPNOTSUPP: open the file and ask tdax_ident_of_fd. */
+int tdax_ident_of_path_fd(int fd, struct tdax_ident *id);
 /* Same file: same file system and inode, and every part of the identity
  * both sides know agrees. */
 bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b);

@@ -7,6 +7,7 @@
 #include "core/sys.h"
 
 #include <errno.h>
+#include <linux/magic.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -70,6 +71,24 @@ uint64_t tdax_coarse_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool tdax_fs_unmanaged(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	case TMPFS_MAGIC: case PROC_SUPER_MAGIC: case SYSFS_MAGIC: case DEVPTS_SUPER_MAGIC:
+	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+uint64_t tdax_name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ull;
+	return h ? h : 1;
 }
 
 void tdax_spin_ns(uint64_t ns)

@@ -51,6 +51,13 @@ uint64_t tdax_now_ns(void);
  * hundreds of milliseconds. On the same time line as tdax_now_ns. */
 uint64_t tdax_coarse_ns(void);
 
+/* A file system (statfs f_type) where a sync costs nothing or tdax has no
+ * business (tmpfs, proc, sysfs, ...): its files are never managed. */
+bool tdax_fs_unmanaged(long f_type);
+
+/* A 64-bit hash of a name (FNV-1a), never 0: a key, not a proof. */
+uint64_t tdax_name_hash(const char *name);
+
 /* Busy-wait for ns nanoseconds (emulated device costs; never sleeps). */
 void tdax_spin_ns(uint64_t ns);
 

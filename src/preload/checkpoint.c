@@ -262,29 +262,29 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 	if (tdax_files_none(tdax_rt.dev) || tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
 		return -1;
-	/* A regular file only (opening anything else can have side effects),
-	 * and its whole identity: an O_PATH descriptor has no inode generation,
-	 * and without it a new file on a reused inode number passes for the
-	 * removed one. So: O_PATH to look, then the same inode opened again. */
-	int p = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
-	if (p < 0)
+	/* A path descriptor, and the whole identity through it: opening the
+	 * file itself would break a lease on it, and opening anything but a
+	 * regular file can have side effects. Where the file system gives no
+	 * inode generation without an open, the same inode is opened again
+	 * (through /proc): without the generation a new file on a reused inode
+	 * number passes for the removed one. */
+	int fd = TDAX_REAL(openat)(dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0)
 		return -1;
-	char self[TDAX_PROC_FD_NAME];
-	tdax_proc_fd_name(p, self);
-	int fd = tdax_sys_fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
-							  : -1;
-	TDAX_REAL(close)(p);
 	struct tdax_ident id;
 	uint32_t idx = 0;
-	if (fd >= 0 && tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
+	int rc = tdax_ident_of_path_fd(fd, &id);
+	if (rc != 0 && errno == EOPNOTSUPP) {
+		char self[TDAX_PROC_FD_NAME];
+		tdax_proc_fd_name(fd, self);
+		int p = fd;
+		fd = tdax_sys_fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
+								  : -1;
+		TDAX_REAL(close)(p);
+		rc = fd >= 0 ? tdax_ident_of_fd(fd, &id) : -1;
+	}
+	if (rc == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, gen) == 0) {
 		*plus1 = idx + 1;
-		if (atomic_load(&tdax_rt_of(idx)->rewrite)) { /* the records go to the file again */
-			int w = tdax_fd_reopen(fd, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-			if (w >= 0) {
-				TDAX_REAL(close)(fd);
-				fd = w;
-			}
-		}
 		return fd;
 	}
 	if (fd >= 0)
@@ -297,11 +297,19 @@ int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (!atomic_load(&rt->first_log_ns) && !atomic_load(&rt->rewrite))
 		return 0;
+	/* The file itself (fd may be a path descriptor): read-only to sync,
+	 * read-write if its records must be written again. */
+	char self[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(fd, self);
+	int w = open_for_checkpoint(AT_FDCWD, self, true, rt);
+	if (w < 0)
+		return -1;
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
-	tdax_promoted_checkpoint_begin(idx, fd);
-	int rc = tdax_coherent_checkpoint_fd(fd, idx, gen, true);
+	tdax_promoted_checkpoint_begin(idx, w);
+	int rc = tdax_coherent_checkpoint_fd(w, idx, gen, true);
 	int e = errno;
 	tdax_promoted_checkpoint_end(idx);
+	TDAX_REAL(close)(w);
 	errno = e;
 	return rc;
 }

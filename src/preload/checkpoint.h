@@ -29,13 +29,14 @@ void tdax_checkpoint_removed(const uint32_t *idx, size_t n);
 
 /* The registered file dirfd/path names (follow: its last link is
  * followed, as truncate and O_TRUNC do; unlink and rename act on the link
- * itself), opened read-only (read-write if its records must be written
- * again): the descriptor, for the caller to close, with *plus1 the file's
- * index + 1 and *gen its generation; -1 with *plus1 = 0 if path names no
- * registered file. One stat() for a path that does not. */
+ * itself): a descriptor that holds the file (a path descriptor where the
+ * file system allows, else one open read-only), for the caller to close,
+ * with *plus1 the file's index + 1 and *gen its generation; -1 with
+ * *plus1 = 0 if path names no registered file. One stat() for a path that
+ * does not. */
 int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen);
 
-/* Checkpoint the registered file (idx, gen) open as fd if it has records.
+/* Checkpoint the registered file (idx, gen) fd holds (tdax_checkpoint_open) if it has records.
  * Returns 0, or -1 with errno if they could not be written back (they stay
  * live). */
 int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen);

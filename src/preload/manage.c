@@ -18,8 +18,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/statfs.h>
@@ -65,8 +65,8 @@ void tdax_manage_dup(int from, int to)
 }
 
 /*
- * File systems where a sync costs nothing or tdax has no business. The
- * devices found not to be one are remembered (a few, per process), so an
+ * File systems where a sync costs nothing or tdax has no business
+ * (tdax_fs_unmanaged). The devices found not to be one are remembered (a few, per process), so an
  * open of a file there costs no fstatfs. A device number that comes back
  * as another file system (an unmount, and a mount that reuses it) is at
  * worst one tdax manages needlessly; an excluded one is never remembered,
@@ -82,13 +82,8 @@ static bool fs_excluded(int fd, dev_t dev)
 		if (atomic_load_explicit(&known_devs[i], memory_order_relaxed) == (uint64_t)dev + 1)
 			return false;
 	struct statfs sf;
-	if (fstatfs(fd, &sf) != 0)
+	if (fstatfs(fd, &sf) != 0 || tdax_fs_unmanaged((long)sf.f_type))
 		return true;
-	switch ((unsigned long)sf.f_type) {
-	case TMPFS_MAGIC: case PROC_SUPER_MAGIC: case SYSFS_MAGIC: case DEVPTS_SUPER_MAGIC:
-	case HUGETLBFS_MAGIC: case RAMFS_MAGIC: case CGROUP2_SUPER_MAGIC:
-		return true;
-	}
 	uint32_t slot = atomic_fetch_add_explicit(&known_next, 1, memory_order_relaxed) % KNOWN_DEVS;
 	atomic_store_explicit(&known_devs[slot], (uint64_t)dev + 1, memory_order_relaxed);
 	return false;
@@ -136,13 +131,61 @@ static uint64_t position(int fd)
 	return pos < 0 ? 0 : (uint64_t)pos;
 }
 
-/* Register the file open as fd (path_or_null names it in warnings): 0
- * with *idx, *gen, *created, or -1 (the file stays with the kernel). */
-static int register_fd(int fd, const char *path_or_null, uint32_t *idx, uint32_t *gen, bool *created)
-{
-	/* The path recovery will use: absolute and canonical. */
+/*
+ * The path recovery will use: absolute and canonical, as /proc names the
+ * descriptor. That readlink costs ~2 us here, a tenth of what tdax adds
+ * to a SQLite transaction in rollback-journal mode, which makes a new
+ * journal at the same path in each. So each thread remembers the last
+ * path it read and the name the file was opened by: an open by the same
+ * name tries that path first, and takes it if it leads to this very file
+ * now (a stat that does not follow a last link: same device and inode).
+ * A path that leads to the file is one recovery finds it by; it was
+ * canonical when read, and stays so unless a directory on it is replaced
+ * by a link to itself. ver is odd while the path is written (a signal
+ * handler's open on the same thread may come in between).
+ */
+static __thread struct {
+	uint64_t name; /* tdax_name_hash of the name; 0: none */
+	volatile uint32_t ver;
 	char path[TDAX_FILE_PATH_MAX + 1];
-	if (tdax_fd_path(fd, path, sizeof(path)) < 0) {
+} last_path TDAX_TLS;
+
+static bool path_of(int fd, const char *name, const struct stat *st, char path[TDAX_FILE_PATH_MAX + 1])
+{
+	uint64_t key = name && st ? tdax_name_hash(name) : 0;
+	uint32_t v = last_path.ver;
+	if (key && !(v & 1) && last_path.name == key) {
+		atomic_signal_fence(memory_order_acquire);
+		memcpy(path, last_path.path, TDAX_FILE_PATH_MAX + 1);
+		atomic_signal_fence(memory_order_acquire);
+		path[TDAX_FILE_PATH_MAX] = '\0';
+		struct stat now;
+		if (last_path.ver == v &&
+		    tdax_sys_fstatat(AT_FDCWD, path, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev &&
+		    now.st_ino == st->st_ino)
+			return true;
+	}
+	if (tdax_fd_path(fd, path, TDAX_FILE_PATH_MAX + 1) < 0)
+		return false;
+	if (key && !(v & 1) && last_path.ver == v) { /* (odd: this handler interrupted a write) */
+		last_path.ver = v + 1;
+		atomic_signal_fence(memory_order_release);
+		last_path.name = key;
+		memcpy(last_path.path, path, strlen(path) + 1);
+		atomic_signal_fence(memory_order_release);
+		last_path.ver = v + 2;
+	}
+	return true;
+}
+
+/* Register the file open as fd (path_or_null names it in warnings; st,
+ * if not NULL, is its fstat): 0 with *idx, *gen, *created, or -1 (the
+ * file stays with the kernel). */
+static int register_fd(int fd, const char *path_or_null, const struct stat *st, uint32_t *idx, uint32_t *gen,
+		       bool *created)
+{
+	char path[TDAX_FILE_PATH_MAX + 1];
+	if (!path_of(fd, path_or_null, st, path)) {
 		tdax_fallback(TDAX_FB_UNREGISTERED, path_or_null ? path_or_null : "(a descriptor /proc cannot name)");
 		return -1;
 	}
@@ -231,7 +274,7 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		tdax_fd_used(fd);
 		return false;
 	}
-	if (register_fd(fd, path_or_null, &idx, &gen, &created) != 0)
+	if (register_fd(fd, path_or_null, &st, &idx, &gen, &created) != 0)
 		return false;
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t seen = atomic_load(&rt->size_seen);
@@ -294,7 +337,7 @@ void tdax_manage_again(int fd)
 	uint32_t old = e->file_plus1;
 	if (!old)
 		return;
-	if (register_fd(fd, NULL, &idx, &gen, &created) != 0) {
+	if (register_fd(fd, NULL, NULL, &idx, &gen, &created) != 0) {
 		tdax_fd_forget(fd);
 		return;
 	}

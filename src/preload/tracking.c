@@ -360,14 +360,6 @@ struct memories {
 static struct memory heir_slots[8], departed_slots[4];
 static struct memories heirs = { heir_slots, 8, 0, 0 }, departed = { departed_slots, 4, 0, 0 };
 
-static uint64_t name_key(const char *name)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *name; name++)
-		h = (h ^ (unsigned char)*name) * 1099511628211ull;
-	return h ? h : 1;
-}
-
 static void keep(struct memories *m, uint64_t key, const struct tdax_track_legacy *legacy, uint64_t last_sync_ns)
 {
 	struct memory *s = &m->slot[atomic_fetch_add(&m->next, 1) % m->n];
@@ -415,7 +407,7 @@ void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 		return;
 	struct tdax_track_legacy legacy;
 	legacy_of(idx, gen, &legacy);
-	keep(&heirs, name_key(name), &legacy, last);
+	keep(&heirs, tdax_name_hash(name), &legacy, last);
 }
 
 void tdax_tracking_closed(uint32_t idx, uint32_t gen)
@@ -453,13 +445,13 @@ void tdax_tracking_unlinked(int dirfd, const char *path)
 	struct tdax_track_legacy legacy = d->legacy;
 	uint64_t last = d->last_sync_ns;
 	atomic_store(&d->key, 0); /* one heir per removal */
-	keep(&heirs, name_key(path), &legacy, last);
+	keep(&heirs, tdax_name_hash(path), &legacy, last);
 }
 
 /* The heir slot of name, if its predecessor synced within the window. */
 static struct memory *heir_of(const char *name, uint64_t now)
 {
-	return recent(&heirs, now) ? recall(&heirs, name_key(name), now) : NULL;
+	return recent(&heirs, now) ? recall(&heirs, tdax_name_hash(name), now) : NULL;
 }
 
 enum tdax_heir tdax_tracking_heir(const char *name)

@@ -2,7 +2,8 @@
  * test_files -- the file table and its index by inode (core/files.h):
  * lookups through the index, entries let go and reused, a full table that
  * makes room, and an index that needs rebuilding (dead slots piled up, or
- * a rebuild cut short), and promoted files whose promoter is gone.
+ * a rebuild cut short), promoted files whose promoter is gone, and the
+ * identity a path descriptor tells.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -10,10 +11,13 @@
 #include "core/layout.h"
 #include "core/util.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -268,4 +272,40 @@ TEST(a_promoters_file_is_orphaned_once_it_is_dead_or_its_pid_taken)
 	atomic_store(&f->rt.deferred, 0);
 	CHECK(!tdax_files_orphaned(dev));
 	tdax_device_close(dev);
+}
+
+/* A path descriptor (no ioctl) tells the identity an open descriptor
+ * does, inode generation included, where the file system allows (ext4,
+ * xfs: the file handle); elsewhere it says it cannot. A new file on the
+ * inode number of a removed one is another file. The file system's id is
+ * its f_fsid, remembered or not. */
+TEST(a_path_descriptor_tells_the_identity_of_the_open_file)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", tdax_test_dir(), "ident");
+	struct tdax_ident was;
+	for (int round = 0; round < 2; round++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), p = open(path, O_PATH | O_CLOEXEC);
+		CHECK(fd >= 0 && p >= 0);
+		struct statfs sf;
+		struct tdax_ident a, b;
+		CHECK(fstatfs(fd, &sf) == 0 && tdax_ident_of_fd(fd, &a) == 0);
+		uint64_t fsid;
+		memcpy(&fsid, &sf.f_fsid, sizeof(fsid));
+		CHECK(a.dev == fsid); /* (the second round's from what the first remembered) */
+		int rc = tdax_ident_of_path_fd(p, &b);
+		if (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC) {
+			CHECK(rc == 0 && (a.flags & TDAX_FILE_HAS_IGEN));
+			CHECK(a.dev == b.dev && a.ino == b.ino && a.igen == b.igen && a.btime == b.btime &&
+			      a.flags == b.flags);
+			if (round == 1)
+				CHECK(!tdax_ident_same(&was, &b));
+		} else {
+			CHECK(rc == -1 && errno == EOPNOTSUPP);
+		}
+		was = a;
+		close(p);
+		close(fd);
+		CHECK(unlink(path) == 0);
+	}
 }

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -305,3 +306,30 @@ for i in range(50):
     assert f.read_bytes() == b"x" * 128 * 50
     s = status(dev)["counters"]
     assert s["logged_writes"] == 50 and s["light_syncs"] >= 49, s
+
+
+def test_a_file_on_tmpfs_is_left_to_the_kernel_and_one_on_disk_is_trapped(dev, diskdir, tmp_path_factory):
+    """A file tdax does not manage (tmpfs: its syncs cost nothing) is
+    installed at a low number, where its writes and syncs go to the kernel
+    untrapped; a file on the disk at the base (512) or above, where they
+    are trapped and its syncs are light."""
+    code = r"""
+import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    for i in range(20):
+        os.write(fd, b"y" * 128)
+        os.fdatasync(fd)
+    print(fd, flush=True)
+"""
+    shm = tempfile.mkdtemp(prefix="tdax-test-", dir="/dev/shm")
+    try:
+        p = tdax(dev, "--intercept", "syscall", "--", "/usr/bin/python3", "-c", code, f"{shm}/f", diskdir / "f")
+        assert p.returncode == 0, p.stderr
+        on_shm, on_disk = (int(n) for n in p.stdout.split())
+        assert on_shm < 512 <= on_disk, p.stdout
+        assert open(f"{shm}/f", "rb").read() == (diskdir / "f").read_bytes() == b"y" * 128 * 20
+        s = status(dev)["counters"]
+        assert s["logged_writes"] == 20 and s["light_syncs"] >= 19, s
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

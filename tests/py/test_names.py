@@ -401,3 +401,42 @@ made("again"); os.fsync(dfd)                  # light again
     c = info(dev)["counters"]
     assert c["light_dir_syncs"] - before["light_dir_syncs"] == 2, c
     assert c["logged_creates"] - before["logged_creates"] >= WATCH + 11, c
+
+
+SAME_NAME = r"""
+import os, sys
+a, b, link = sys.argv[1:4]
+for d, data in ((a, b"in a"), (b, b"in b")):  # "j" in each: the name the last file was opened by
+    os.chdir(d)
+    fd = os.open("j", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.fsync(fd); os.fsync(os.open(".", os.O_RDONLY))   # durable, name and all
+    os.write(fd, data); os.fdatasync(fd)                # lightweight: acknowledged
+os.chdir(a)
+for target, data in (("t1", b"one"), ("t2", b"two")):   # the same link, to another file
+    os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.join(a, target), link)
+    os.fsync(os.open(".", os.O_RDONLY))
+    fd = os.open(link, os.O_WRONLY)
+    os.fsync(fd)
+    os.write(fd, data); os.fdatasync(fd)
+print("done", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_files_opened_by_one_name_are_each_found_at_their_own_path(dev, voldisk):
+    """A thread tries the path it registered a file at for the next file
+    opened by the same name (manage.c: the readlink it saves); another
+    directory, or a link now leading elsewhere, gives another file, which
+    must be recorded at its own path: recovery finds each there."""
+    a, b = voldisk.mnt / "a", voldisk.mnt / "b"
+    a.mkdir()
+    b.mkdir()
+    killed_and_cut(dev, voldisk, SAME_NAME, a, b, a / "link", records=4)
+    rep = json.loads(run(TDAX, "recover", "--device", dev, "--power-failure", "--json").stdout)
+    got = {f["path"]: f["outcome"] for f in rep["files"]}
+    want = [a / "j", b / "j", a / "t1", a / "t2"]
+    assert all(got.get(str(p)) == "recovered" for p in want), rep
+    assert [p.read_bytes() for p in want] == [b"in a", b"in b", b"one", b"two"], rep
