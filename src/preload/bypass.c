@@ -56,6 +56,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	uint32_t idx = e->file_plus1 - 1;
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
+	tdax_cache_prepare();
 	if (b->fd >= 0 || b->syncs || tdax_promoted_frozen() || f->gen != e->gen || e->twin_plus1 ||
 	    (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC | TDAX_FD_NOLOG)) ||
 	    atomic_load(&e->lease) != TDAX_LEASE_HELD || atomic_load(&rt->uncovered) ||

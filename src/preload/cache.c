@@ -66,6 +66,8 @@ static struct {
 	struct tdax_s3fifo q;
 	void *qmem;
 	_Atomic uint64_t share;    /* bytes the selection gives it (tdax_cache_set_share) */
+	_Atomic bool wanted;       /* arenas are claimed only while blocks are wanted */
+	_Atomic bool prepared;     /* tdax_cache_prepare wanted them */
 	uint64_t idle_since;       /* coarse ns; 0: a block is in use */
 } c;
 
@@ -151,6 +153,14 @@ static void give(uint32_t id)
 	atomic_fetch_add(&c.nfree, 1);
 }
 
+void tdax_cache_prepare(void)
+{
+	if (c.dev && !atomic_load_explicit(&c.prepared, memory_order_relaxed) && !atomic_exchange(&c.prepared, true)) {
+		atomic_store(&c.wanted, true);
+		tdax_wake();
+	}
+}
+
 /* ---- a file's blocks ------------------------------------------------- */
 
 bool tdax_cache_promote(struct tdax_cached *f, uint32_t idx, uint64_t ksize)
@@ -163,11 +173,17 @@ bool tdax_cache_promote(struct tdax_cached *f, uint32_t idx, uint64_t ksize)
 		f->lo = UINT64_MAX;
 		f->hi = 0;
 	}
+	/* No free block yet: the write-back thread claims arenas now, and the
+	 * file is promoted at a later sync (its first writes would otherwise
+	 * find no block and go to the kernel). */
+	atomic_store(&c.wanted, true);
+	if (!atomic_load(&c.nfree)) {
+		tdax_wake();
+		return false;
+	}
 	f->idx = idx;
 	f->ksize = ksize;
 	f->drop = false;
-	if (!c.nb)
-		tdax_wake(); /* the write-back thread claims the first arena */
 	return true;
 }
 
@@ -233,8 +249,11 @@ static struct block *allocate(struct tdax_cached *f, int fd, uint64_t bno, uint3
 	if (bno >= TDAX_CACHE_MAP_BLOCKS)
 		return NULL;
 	int64_t id = take();
-	if (id < 0)
+	if (id < 0) {
+		atomic_store(&c.wanted, true); /* (the arenas went back while it was idle) */
+		tdax_wake();
 		return NULL;
+	}
 	struct block *k = &c.b[id];
 	uint64_t start = bno << c.shift;
 	uint32_t file_has = f->ksize > start ? (uint32_t)(f->ksize - start < c.size ? f->ksize - start : c.size) : 0;
@@ -633,10 +652,12 @@ static bool arena_unused(uint32_t a)
 }
 
 /* Every arena back to the log, if no block is in use and none is taken
- * meanwhile. */
+ * meanwhile; none is claimed again until blocks are wanted. */
 static void release_arenas(void)
 {
+	atomic_store(&c.wanted, false); /* (before: a promotion from now on wants them again) */
 	if (pull_out(0) < c.nb) { /* one is in use after all */
+		atomic_store(&c.wanted, true);
 		for (uint32_t i = 0; i < c.nb; i++)
 			if (atomic_load(&c.b[i].state) == NONE)
 				give(i);
@@ -735,7 +756,7 @@ static bool serve(void)
 	while (c.narenas > c.limit && arena_unused(c.narenas - 1))
 		release_last();
 	c.retire = keep();
-	while (atomic_load(&c.nfree) < c.want && claim_arena())
+	while (atomic_load(&c.wanted) && atomic_load(&c.nfree) < c.want && claim_arena())
 		;
 	uint64_t now = tdax_coarse_ns();
 	if (c.nb && atomic_load(&c.nfree) == c.nb) {
@@ -852,9 +873,10 @@ void tdax_cache_release_all(void)
 	if (!c.dev)
 		return;
 	enter(false);
-	recycle(); /* the dropped ones back in the pool (nothing claimed now) */
+	recycle(); /* the dropped ones back in the pool */
 	if (c.nb && atomic_load(&c.nfree) == c.nb)
 		release_arenas();
+	atomic_store(&c.wanted, false); /* the exit's last pass claims none */
 	leave();
 }
 
@@ -873,6 +895,8 @@ void tdax_cache_after_fork_child(void)
 	c.narenas = c.nb = c.limit = 0;
 	c.seen = atomic_load(&c.changes);
 	c.idle_since = 0;
+	atomic_store(&c.wanted, false);
+	atomic_store(&c.prepared, false);
 }
 
 void tdax_cache_forget(struct tdax_cached *f)

@@ -25,8 +25,10 @@
  * puts its bytes into the file at once).
  *
  * The write-back thread keeps a pool of free blocks above a watermark, so
- * that a write never waits for a write-back: it claims arenas while the
- * share has room, then evicts by S3-FIFO (policy/s3fifo.h), writing dirty
+ * that a write never waits for a write-back: while blocks are wanted (the
+ * process's first sync of a file it could promote, a promotion, or a write
+ * that found none, since the arenas last went back) it claims arenas while
+ * the share has room, then evicts by S3-FIFO (policy/s3fifo.h), writing dirty
  * victims into their files first (promoted.c drives an eviction: it holds
  * the files' locks). A write that finds the pool empty puts its bytes into
  * the file, never waits.
@@ -69,8 +71,9 @@ struct tdax_cached {
 };
 
 /* Set up at attach (bypass mode): the block size and the share. Arenas are
- * claimed by the write-back thread's passes (tdax_cache_serve), a pool
- * ready before a file is promoted. False if it cannot be. */
+ * claimed by the write-back thread's passes (tdax_cache_serve) once blocks
+ * are wanted; a process that syncs no file it could promote claims none.
+ * False if it cannot be. */
 bool tdax_cache_init(struct tdax_device *dev);
 
 /* The bytes of device memory this process's cache may hold: its files'
@@ -78,8 +81,14 @@ bool tdax_cache_init(struct tdax_device *dev);
  * next pass. */
 void tdax_cache_set_share(uint64_t bytes);
 
+/* A sync of a file that may be promoted went well: the first has the
+ * write-back thread claim the pool, so that a promotion finds blocks. */
+void tdax_cache_prepare(void);
+
 /* File idx is being promoted (c locked): its map, mapped once; ksize, its
- * size in the kernel. False if the map cannot be had. */
+ * size in the kernel. False if the map cannot be had, or no block is free
+ * yet (the write-back thread is woken to claim some: a later sync
+ * promotes it). */
 bool tdax_cache_promote(struct tdax_cached *c, uint32_t idx, uint64_t ksize);
 
 /* Promoted file c (locked) has its record of len bytes of iov at offset
@@ -144,7 +153,8 @@ void tdax_cache_evict_begin(struct tdax_cached *c, struct tdax_cache_victim *v, 
 int tdax_cache_evict_write(struct tdax_cached *c, const struct tdax_cache_victim *v, uint32_t n, int fd);
 void tdax_cache_evict_end(struct tdax_cached *c, struct tdax_cache_victim *v, uint32_t n, bool written);
 
-/* At exit (every file demoted): the arenas go back to the log. */
+/* At exit (every file demoted): the arenas go back to the log, and none is
+ * claimed again. */
 void tdax_cache_release_all(void);
 
 /* In the child of a fork: the parent's arenas and blocks are not the

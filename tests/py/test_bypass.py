@@ -816,3 +816,38 @@ def test_two_processes_split_the_share_between_their_caches(dev, diskdir):
             want = [p.stdout.readline().strip(), q.stdout.readline().strip()]
             assert waited(p, 30) == 0 and waited(q, 30) == 0
     assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in (a, b)] == want
+
+
+# A file open twice (never promoted: another descriptor has it), synced in
+# bursts with idle seconds between; "burst N" after each.
+NEVER_PROMOTED = r"""
+import os, sys, time
+a = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+b = os.open(sys.argv[1], os.O_WRONLY)
+for burst in range(3):
+    for i in range(20):
+        os.write(a, b"z" * 64)
+        os.fdatasync(a)
+    print("burst", burst, flush=True)
+    time.sleep(1.6)
+"""
+
+
+def test_a_process_that_promotes_nothing_gives_its_arenas_back_for_good(dev, diskdir):
+    """Its first sync of a file that may be promoted has the write-back
+    thread claim the block cache's pool (a promotion then finds blocks);
+    once no block has been used for a second the arenas go back to the log,
+    and later syncs claim none again: only a promotion, or a write that
+    finds no block, wants them."""
+    with started(dev, NEVER_PROMOTED, diskdir / "f", env=BYPASS, policy="adaptive") as p:
+        assert p.stdout.readline().strip() == "burst 0"
+        assert until(lambda: arenas(dev) > 0, 1), info(dev)  # the pool for a promotion
+        assert until(lambda: arenas(dev) == 0, 3), info(dev)  # idle: given back
+        seen = []
+        for line in ("burst 1", "burst 2"):
+            assert p.stdout.readline().strip() == line
+            for _ in range(10):
+                seen.append(arenas(dev))
+                time.sleep(0.1)
+        assert waited(p, 10) == 0, p.stderr.read()
+    assert seen == [0] * 20 and counters(dev)["promotions"] == 0, seen
