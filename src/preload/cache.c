@@ -738,6 +738,13 @@ static void leave(void)
 {
 	atomic_fetch_sub(&users, 1);
 }
+
+/* A fork's child: the parent's write-back thread, in a pass perhaps, is
+ * not in it. */
+static void forked(void)
+{
+	atomic_store(&users, 0);
+}
 #else
 static void enter(bool serving)
 {
@@ -745,6 +752,10 @@ static void enter(bool serving)
 }
 
 static void leave(void)
+{
+}
+
+static void forked(void)
 {
 }
 #endif
@@ -884,6 +895,7 @@ void tdax_cache_after_fork_child(void)
 {
 	if (!c.dev)
 		return;
+	forked();
 	/* (Fresh pages: the arrays' used part is copied, untouched.) */
 	if (!zeroed(c.b, blocks_bytes()) || !zeroed(c.qmem, queues_bytes())) {
 		c.dev = NULL; /* no blocks in this child: its promoted files' writes go into them */

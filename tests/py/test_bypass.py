@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 
 from conftest import PY, TDAX, crashtest, info, power_cut, run, started, tdax_run, waited
@@ -851,3 +852,47 @@ def test_a_process_that_promotes_nothing_gives_its_arenas_back_for_good(dev, dis
                 time.sleep(0.1)
         assert waited(p, 10) == 0, p.stderr.read()
     assert seen == [0] * 20 and counters(dev)["promotions"] == 0, seen
+
+
+# Appends and syncs for S seconds (printing "promoted run done"), waits for
+# a line on stdin (another program opens the file meanwhile: the writer is
+# demoted), then appends and syncs 200 more and prints "done".
+STREAM_THEN_DEMOTED = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    os.write(fd, b"s" * 128)
+    os.fdatasync(fd)
+    time.sleep(0.0005)
+print("promoted run done", flush=True)
+sys.stdin.readline()
+for i in range(200):
+    os.write(fd, b"t" * 128)
+    os.fdatasync(fd)
+print("done", flush=True)
+"""
+
+
+def test_a_demoted_files_syncs_stay_light_after_a_long_promoted_run(dev, diskdir):
+    """While a file is promoted the policy still sees its syncs
+    (bypass.c light: tdax_tracking_sync), so its ranges stay upgraded
+    through seconds in the device alone: once another open demotes it, its
+    syncs in coherent mode are lightweight at once. (A look at one sync a
+    clock tick, counting the others, was tried: every sync after the
+    demotion was real.)"""
+    f = diskdir / "log"
+    # (Without the test build's durable view, whose reopen at a checkpoint
+    # demotes: the run would not be one promotion.)
+    env = dict(BYPASS, TDAX_TEST_DURABLE_SHADOW="0")
+    with started(dev, STREAM_THEN_DEMOTED, f, 4, env=env, policy="thesis", stdin=subprocess.PIPE) as p:
+        assert p.stdout.readline().strip() == "promoted run done"
+        assert modes(dev, f) == ["bypass"]
+        run("/bin/cat", f, check=0, env={"LD_PRELOAD": ""})  # demotes it
+        before = counters(dev)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"
+        after = counters(dev)
+    assert before["promotions"] == 1 and before["demoted_opened"] == 1, before
+    assert after["real_syncs"] - before["real_syncs"] <= 3, (before, after)
