@@ -36,6 +36,15 @@ static int open_for_checkpoint(int dirfd, const char *path, bool follow, const s
 	return fd >= 0 ? fd : tdax_sys_open_nowait(dirfd, path, O_RDONLY | fl);
 }
 
+/* The file fd holds (a path descriptor, say) opened again through /proc,
+ * as open_for_checkpoint opens it. */
+static int reopen_for_checkpoint(int fd, const struct tdax_file_rt *rt)
+{
+	char self[TDAX_PROC_FD_NAME];
+	tdax_proc_fd_name(fd, self);
+	return open_for_checkpoint(AT_FDCWD, self, true, rt);
+}
+
 /* fd, if it is registered file f's; else -1 (closed). */
 static int if_same(int fd, const struct tdax_file *f)
 {
@@ -66,9 +75,7 @@ static int open_registered(uint32_t idx, bool *gone)
 		*gone = true;
 		return -1;
 	}
-	char self[TDAX_PROC_FD_NAME];
-	tdax_proc_fd_name(p, self);
-	int fd = open_for_checkpoint(AT_FDCWD, self, true, &f->rt);
+	int fd = reopen_for_checkpoint(p, &f->rt);
 	TDAX_REAL(close)(p);
 	if (fd < 0)
 		return -1;
@@ -275,11 +282,8 @@ int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plu
 	uint32_t idx = 0;
 	int rc = tdax_ident_of_path_fd(fd, &id);
 	if (rc != 0 && errno == EOPNOTSUPP) {
-		char self[TDAX_PROC_FD_NAME];
-		tdax_proc_fd_name(fd, self);
 		int p = fd;
-		fd = tdax_sys_fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? open_for_checkpoint(AT_FDCWD, self, true, NULL)
-								  : -1;
+		fd = tdax_sys_fstat(p, &st) == 0 && S_ISREG(st.st_mode) ? reopen_for_checkpoint(p, NULL) : -1;
 		TDAX_REAL(close)(p);
 		rc = fd >= 0 ? tdax_ident_of_fd(fd, &id) : -1;
 	}
@@ -299,9 +303,7 @@ int tdax_checkpoint_if_records(int fd, uint32_t idx, uint32_t gen)
 		return 0;
 	/* The file itself (fd may be a path descriptor): read-only to sync,
 	 * read-write if its records must be written again. */
-	char self[TDAX_PROC_FD_NAME];
-	tdax_proc_fd_name(fd, self);
-	int w = open_for_checkpoint(AT_FDCWD, self, true, rt);
+	int w = reopen_for_checkpoint(fd, rt);
 	if (w < 0)
 		return -1;
 	tdax_count(TDAX_ST_CHECKPOINTS, 1);
