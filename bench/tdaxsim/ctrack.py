@@ -113,7 +113,8 @@ def load():
            "tdax_select_bandwidth": (u64, [Ra]),
            "tdax_select_total": (u64, [C, ctypes.c_size_t, SP]),
            "tdax_select": (u64, [C, ctypes.POINTER(u32), ctypes.c_size_t, SP]),
-           "tdax_select_due": (ctypes.c_bool, [u64, u64])}
+           "tdax_select_due": (ctypes.c_bool, [u64, u64]),
+           "tdax_select_over": (ctypes.c_bool, [C, ctypes.c_size_t, SP])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

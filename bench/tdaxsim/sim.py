@@ -306,7 +306,8 @@ class Selection:
     select(t, always) is selection.c's select_now: it applies the ranking
     (the set `selected`) only if always, if the candidates changed,
     or if tdax_select_due finds their total bandwidth (tdax_select_total)
-    moved by more than a quarter since the last applied one; a file profiled
+    moved by more than a quarter since the last applied one, or if
+    tdax_select_over finds the promoted ones overfill the share; a file profiled
     last more than a window ago is dropped either way. due(t): the
     write-back's every EVERY_NS. takes(fid, t) is tdax_selection_takes, asked
     at a sync: a file not selected asks for a selection at once if its
@@ -373,7 +374,8 @@ class Selection:
                                                   self.floor, self.hold, ctrack.APPEND_HOLD_NS,
                                                   ctrack.KEEP_PCT))
         total = self.lib.tdax_select_total(c, len(fids), params)
-        if not (always or frozenset(fids) != self.last_set or self.lib.tdax_select_due(self.last_total, total)):
+        if not (always or frozenset(fids) != self.last_set or self.lib.tdax_select_due(self.last_total, total)
+                or self.lib.tdax_select_over(c, len(fids), params)):
             return False
         self.lib.tdax_select(c, (ctypes.c_uint32 * max(1, len(fids)))(), len(fids), params)
         self.last_total, self.last_set = total, frozenset(fids)

@@ -16,7 +16,7 @@ static struct tdax_cachestat_slot *slot_at(const struct tdax_device *dev, uint32
 static bool stale(const struct tdax_cachestat_slot *s, uint64_t now)
 {
 	uint32_t pid = atomic_load(&s->pid);
-	return !pid || now - atomic_load(&s->updated_ns) > TDAX_CACHESTAT_STALE_NS;
+	return !pid || tdax_age_ns(now, atomic_load(&s->updated_ns)) > TDAX_CACHESTAT_STALE_NS;
 }
 
 /* Bytes a second into units of 64 (saturated), and back. */

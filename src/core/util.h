@@ -51,6 +51,14 @@ uint64_t tdax_now_ns(void);
  * hundreds of milliseconds. On the same time line as tdax_now_ns. */
 uint64_t tdax_coarse_ns(void);
 
+/* How long before now a time another thread or process stored was: 0 if it
+ * is later than now (it read the clock after this thread did, the clock
+ * may have ticked meanwhile: never a wrapped-around age). */
+static inline uint64_t tdax_age_ns(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 /* A file system (statfs f_type) where a sync costs nothing or tdax has no
  * business (tmpfs, proc, sysfs, ...): its files are never managed. */
 bool tdax_fs_unmanaged(long f_type);

@@ -115,6 +115,14 @@ uint64_t tdax_select(struct tdax_candidate *c, uint32_t *order, size_t n,
 	return total;
 }
 
+bool tdax_select_over(const struct tdax_candidate *c, size_t n, const struct tdax_select_params *p)
+{
+	uint64_t held = 0;
+	for (size_t i = 0; i < n; i++)
+		held += c[i].promoted ? footprint(&c[i].rates, p) : 0;
+	return held > p->capacity;
+}
+
 bool tdax_select_due(uint64_t last, uint64_t now_total)
 {
 	uint64_t d = now_total > last ? now_total - last : last - now_total;

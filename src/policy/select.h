@@ -30,7 +30,8 @@
  *
  * When to select again: the paper's "only upon significant bandwidth
  * changes" -- tdax_select_due compares the total bandwidth of the
- * candidates with the one of the last selection.
+ * candidates with the one of the last selection -- and when the promoted
+ * files no longer fit the capacity (tdax_select_over).
  */
 #ifndef TDAX_SELECT_H
 #define TDAX_SELECT_H
@@ -105,6 +106,10 @@ uint64_t tdax_select_total(const struct tdax_candidate *c, size_t n, const struc
  */
 uint64_t tdax_select(struct tdax_candidate *c, uint32_t *order, size_t n,
 		     const struct tdax_select_params *p);
+
+/* Do the promoted files among c[0..n) need more than the capacity now?
+ * (A selection is then due, whatever the bandwidth did.) */
+bool tdax_select_over(const struct tdax_candidate *c, size_t n, const struct tdax_select_params *p);
 
 /* Is a new selection due? The candidates' total bandwidth moved by more
  * than a quarter since the last one (last: its total). */

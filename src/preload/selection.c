@@ -131,7 +131,7 @@ static bool select_now(uint64_t now, bool always)
 	uint64_t set = 0;
 	for (uint32_t i = 0; i < files; i++) {
 		struct tdax_promoted *b = tdax_promoted_at(i);
-		if (now - atomic_load_explicit(&b->profiled_ns, memory_order_relaxed) > window()) {
+		if (tdax_age_ns(now, atomic_load_explicit(&b->profiled_ns, memory_order_relaxed)) > window()) {
 			atomic_store_explicit(&b->selected, false, memory_order_relaxed);
 			continue;
 		}
@@ -157,7 +157,8 @@ static bool select_now(uint64_t now, bool always)
 	}
 	set += (uint64_t)m * 0xc2b2ae3d27d4eb4full;
 	uint64_t total = tdax_select_total(cand, n, &params);
-	if (retuned || always || set != selected_set || tdax_select_due(selected_total, total)) {
+	if (retuned || always || set != selected_set || tdax_select_due(selected_total, total) ||
+	    tdax_select_over(cand, n, &params)) {
 		tdax_select(cand, order, n, &params);
 		selected_total = total;
 		selected_set = set;
@@ -190,7 +191,7 @@ bool tdax_selection_takes(struct tdax_promoted *b)
 	tdax_profile_rates(&b->prof, window(), now, &r);
 	uint64_t bw = tdax_select_bandwidth(&r);
 	if (bw < atomic_load_explicit(&floor_, memory_order_relaxed) || !bw ||
-	    (bw < 2 * b->refused_bw && now - atomic_load(&selected_ns) < TDAX_SELECTION_RETRY_NS))
+	    (bw < 2 * b->refused_bw && tdax_age_ns(now, atomic_load(&selected_ns)) < TDAX_SELECTION_RETRY_NS))
 		return false;
 	bool asked = select_now(now, true);
 	bool taken = atomic_load_explicit(&b->selected, memory_order_relaxed);
@@ -245,7 +246,7 @@ void tdax_selection_serve(void)
 {
 	publish();
 	uint64_t now = tdax_coarse_ns();
-	if (!cand || now - atomic_load(&selected_ns) < TDAX_SELECTION_EVERY_NS)
+	if (!cand || tdax_age_ns(now, atomic_load(&selected_ns)) < TDAX_SELECTION_EVERY_NS)
 		return;
 	select_now(now, false);
 	for (uint32_t i = 0, files = tdax_promoted_count(); i < files && atomic_load(&tdax_fds_promoted); i++) {

@@ -29,8 +29,9 @@
  * doubled since it was refused, or TDAX_SELECTION_RETRY_NS after the last
  * selection (a new stream is promoted at its first syncs);
  * otherwise the write-back thread selects every TDAX_SELECTION_EVERY_NS
- * when the candidates' bandwidth moved by a quarter or they changed, and
- * demotes what was dropped.
+ * when the candidates' bandwidth moved by a quarter, they changed or the
+ * promoted ones overfill the share (policy/select.h), and demotes what was
+ * dropped.
  */
 #ifndef TDAX_SELECTION_H
 #define TDAX_SELECTION_H

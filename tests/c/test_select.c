@@ -143,6 +143,40 @@ TEST(a_promoted_file_keeps_its_place_against_a_slightly_busier_one)
 	CHECK(s.selected);
 }
 
+/* A bursty writer -- 256 KiB in place every half second -- whose estimate
+ * dipped to half (one burst out of the window) when a selection took it
+ * beside a promoted appender: at its full estimate the two overfill the
+ * capacity, a selection is due whatever the total bandwidth did, and it
+ * keeps the appender, ranked first. */
+TEST(promoted_files_that_overfill_the_capacity_call_for_a_selection)
+{
+	static struct tdax_profile hot, bursty, dipped;
+	uint64_t now = 30 * S;
+	stream(&hot, now, 1000, 4096, true, 1); /* ~4 MB/s appended */
+	for (uint64_t t = now - WIN / 2; t < now; t += WIN / 2 - 1) {
+		tdax_profile_write(&bursty, WIN, t, 256 << 10, false);
+		tdax_profile_sync(&bursty, WIN, t);
+	}
+	tdax_profile_write(&dipped, WIN, now - 1, 256 << 10, false);
+	tdax_profile_sync(&dipped, WIN, now - 1);
+	struct tdax_candidate c[2] = { cand(&hot, now, true), cand(&dipped, now, false) };
+	uint32_t order[2];
+	struct tdax_select_params p = P;
+	tdax_select(c, order, 2, &p); /* the footprints */
+	p.capacity = c[0].footprint + c[1].footprint;
+	uint64_t total = tdax_select(c, order, 2, &p);
+	CHECK(c[0].selected && c[1].selected && !tdax_select_over(c, 2, &p));
+	c[1] = cand(&bursty, now, true);
+	CHECK(!tdax_select_due(total, tdax_select_total(c, 2, &p)));
+	CHECK(tdax_select_over(c, 2, &p));
+	tdax_select(c, order, 2, &p);
+	CHECK(c[0].selected && !c[1].selected && c[1].footprint == 2 * (p.capacity - c[0].footprint));
+	/* Files not promoted never overfill it. */
+	c[0].promoted = c[1].promoted = false;
+	p.capacity = 0;
+	CHECK(!tdax_select_over(c, 2, &p));
+}
+
 TEST(a_new_selection_is_due_when_the_bandwidth_moves_by_a_quarter)
 {
 	CHECK(!tdax_select_due(0, 0));
