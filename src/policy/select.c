@@ -33,9 +33,14 @@ void tdax_profile_write(struct tdax_profile *p, uint64_t window_ns, uint64_t now
 	tdax_profile_writes(p, window_ns, now, bytes, append, 1);
 }
 
+void tdax_profile_syncs(struct tdax_profile *p, uint64_t window_ns, uint64_t now, uint32_t n)
+{
+	tdax_window_add(&p->sy, window_ns, now, n);
+}
+
 void tdax_profile_sync(struct tdax_profile *p, uint64_t window_ns, uint64_t now)
 {
-	tdax_window_add(&p->sy, window_ns, now, 1);
+	tdax_profile_syncs(p, window_ns, now, 1);
 }
 
 /* n events of a window of window_ns, per second (in microseconds: no

@@ -57,6 +57,8 @@ void tdax_profile_write(struct tdax_profile *p, uint64_t window_ns, uint64_t now
 void tdax_profile_writes(struct tdax_profile *p, uint64_t window_ns, uint64_t now, uint64_t bytes,
 			 bool append, uint32_t n);
 void tdax_profile_sync(struct tdax_profile *p, uint64_t window_ns, uint64_t now);
+/* n syncs at once (a writer that adds its counts later). */
+void tdax_profile_syncs(struct tdax_profile *p, uint64_t window_ns, uint64_t now, uint32_t n);
 
 /* A profile over its window at now: bytes per second, writes per second,
  * and the syncs in the window (a count: a window may be longer than a

@@ -152,13 +152,19 @@ static enum tdax_decision decide(struct tdax_range_track *r, int m, const struct
 enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax_tunables *t,
 				   uint64_t now, bool stream)
 {
+	return tdax_track_syncs(r, t, now, stream, 1);
+}
+
+enum tdax_decision tdax_track_syncs(struct tdax_range_track *r, const struct tdax_tunables *t,
+				    uint64_t now, bool stream, uint32_t n)
+{
 	uint32_t dirty = atomic_exchange(&r->dirty, 0);
 	atomic_store_explicit(&r->last_page, 0, memory_order_relaxed);
 	if (!stream) {
 		atomic_store_explicit(&r->stream_ns, 0, memory_order_relaxed); /* a stream may begin */
 	} else if (dirty) {
 		tdax_window_add(&r->wb, t->wb_window_ns, now, dirty);
-		tdax_window_add(&r->sy, t->wb_window_ns, now, 1);
+		tdax_window_add(&r->sy, t->wb_window_ns, now, n);
 		atomic_store_explicit(&r->synced_ns, now, memory_order_relaxed);
 		uint64_t none = 0;
 		if (atomic_load_explicit(&r->state, memory_order_relaxed) == TDAX_R_NONE)

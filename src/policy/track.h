@@ -154,6 +154,13 @@ static inline uint64_t tdax_track_carry_page(uint32_t gran_order)
  */
 enum tdax_decision tdax_track_sync(struct tdax_range_track *r, const struct tdax_tunables *t,
 				   uint64_t now, bool stream);
+/* n syncs of the file, the last at now, counted at once (a writer whose
+ * syncs the policy hears of later: bypass mode's lightweight ones): the
+ * writebacks the range holds (each sync moved its last page back, so
+ * tdax_track_fresh counted what each would have written back) and n
+ * syncs, then one decision. tdax_track_sync is n = 1. */
+enum tdax_decision tdax_track_syncs(struct tdax_range_track *r, const struct tdax_tunables *t,
+				    uint64_t now, bool stream, uint32_t n);
 
 /* Re-evaluate without a new event (counts decayed): downgrades only. A
  * logged range whose writes have decayed below F is idle: M counts as 0. */

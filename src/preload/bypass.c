@@ -183,14 +183,25 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 /* A sync of a promoted file: everything it wrote is durable in the device
  * (each record was persisted when written), and no other open of the file
  * exists (the lease): a fence. */
-static bool light(struct tdax_promoted *b, int fd, const struct tdax_fd *e, bool datasync)
+static bool light(struct tdax_promoted *b, int fd, const struct tdax_fd *e, bool datasync, uint64_t now)
 {
 	uint32_t idx = e->file_plus1 - 1;
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
 	if (b->fd != fd || atomic_load(&e->lease) != TDAX_LEASE_HELD || atomic_load(&rt->wb_error) ||
 	    (!datasync && atomic_load(&rt->attrs_changed)) || atomic_load(&tdax_rt.lost))
 		return false;
-	tdax_tracking_sync(idx, e->gen);
+	/* The policy hears of it later (tracking.h): its work per sync cost
+	 * more than the fence. */
+	if (tdax_tracking_sync_later(idx)) {
+		if (!b->light_n++)
+			b->light_first_ns = now;
+		b->light_last_ns = now;
+		if (b->light_n >= TDAX_LIGHT_SYNCS_MAX)
+			tdax_promoted_catch_up(b, idx);
+	} else {
+		tdax_promoted_catch_up(b, idx);
+		tdax_tracking_sync(idx, e->gen);
+	}
 	tdax_drain(tdax_rt.dev, 0);
 	tdax_count_sync(true);
 	if (tdax_tracing)
@@ -204,8 +215,9 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 	if (!b)
 		return tdax_coherent_mode.sync(fd, e, datasync);
 	tdax_promoted_lock(b);
-	tdax_selection_synced(b);
-	if (light(b, fd, e, datasync)) {
+	uint64_t now = tdax_coarse_ns();
+	tdax_selection_synced(b, now);
+	if (light(b, fd, e, datasync, now)) {
 		tdax_promoted_unlock(b);
 		return 0;
 	}

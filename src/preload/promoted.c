@@ -12,6 +12,7 @@
 #include "preload/coherent.h"
 #include "preload/lease.h"
 #include "preload/state.h"
+#include "preload/tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,9 +119,18 @@ struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e)
  * checkpoint writes them in again) and is the next sync's error, as a
  * failed write-back is.
  */
+void tdax_promoted_catch_up(struct tdax_promoted *b, uint32_t idx)
+{
+	if (!b->light_n)
+		return;
+	tdax_tracking_synced(idx, b->gen, b->light_n, b->light_first_ns, b->light_last_ns);
+	b->light_n = 0;
+}
+
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	tdax_promoted_catch_up(b, idx); /* (coherent mode's syncs follow: the policy decides on them) */
 	int use = fd_here >= 0 ? fd_here : tdax_lease_reach(b->fd);
 	int rc = use < 0 ? -1 : tdax_cache_write_back(&b->cached, use);
 	int err = use < 0 ? EBADF : errno;
@@ -418,6 +428,7 @@ void tdax_promoted_after_fork_child(void)
 		files[i].fd = -1;
 		files[i].syncs = 0;
 		files[i].depth = 0;
+		files[i].light_n = 0; /* (the parent's syncs: the parent tells them) */
 		atomic_store(&files[i].owner, 0);
 		tdax_cache_forget(&files[i].cached);
 	}

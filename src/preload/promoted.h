@@ -70,8 +70,13 @@ struct tdax_promoted {
 	_Atomic uint64_t profiled_ns;  /* its last call profiled */
 	_Atomic bool selected;         /* the last selection took it */
 	uint64_t refused_bw;           /* its bandwidth when it was last not taken (locked) */
-	uint64_t pend_wr, pend_ap;     /* writes not in the profile yet (locked) */
-	uint32_t pend_n, pend_ap_n;
+	uint64_t pend_wr, pend_ap;     /* writes and syncs not in the profile yet (locked) */
+	uint32_t pend_n, pend_ap_n, pend_sy;
+	/* Lightweight syncs the policy has not heard of yet (locked;
+	 * tracking.h's tdax_tracking_sync_later): how many, the first's and
+	 * the last's time. */
+	uint32_t light_n;
+	uint64_t light_first_ns, light_last_ns;
 };
 
 /* This process's files, by entry index: nfiles of them (0 before init). */
@@ -91,6 +96,12 @@ void tdax_promoted_unlock(struct tdax_promoted *b);
  * at the lock's last release. A failure keeps the records (rt.rewrite) and
  * is the next sync's error. */
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why);
+
+/* b (locked; idx its entry): the policy hears of its lightweight syncs
+ * (tdax_tracking_synced). At a demotion, by the write-back thread
+ * every TDAX_CACHESTAT_EVERY_NS, and every TDAX_LIGHT_SYNCS_MAX syncs. */
+void tdax_promoted_catch_up(struct tdax_promoted *b, uint32_t idx);
+#define TDAX_LIGHT_SYNCS_MAX (1u << 20)
 
 /* A fork is under way: nothing may be promoted. */
 bool tdax_promoted_frozen(void);

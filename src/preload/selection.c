@@ -73,19 +73,23 @@ static void profiled(struct tdax_promoted *b, uint64_t now)
 		atomic_store_explicit(&b->profiled_ns, now, memory_order_relaxed);
 }
 
-/* The writes b (locked) holds back go into its profile. */
+/* The writes and syncs b (locked) holds back go into its profile. */
 static void flush(struct tdax_promoted *b, uint64_t now)
 {
 	tdax_profile_writes(&b->prof, window(), now, b->pend_wr, false, b->pend_n - b->pend_ap_n);
 	tdax_profile_writes(&b->prof, window(), now, b->pend_ap, true, b->pend_ap_n);
+	if (b->pend_sy)
+		tdax_profile_syncs(&b->prof, window(), now, b->pend_sy);
 	b->pend_wr = b->pend_ap = 0;
-	b->pend_n = b->pend_ap_n = 0;
+	b->pend_n = b->pend_ap_n = b->pend_sy = 0;
 	profiled(b, now);
 }
 
 /* A write's counts are held back, and added to the profile every
- * PEND_MAX writes and at each sync: no clock read and no locked add per
- * write (the profile lags by at most that many). */
+ * PEND_MAX writes and syncs, at a sync of a file not promoted (whose
+ * selection may follow) and at every publish() of a promoted one: no
+ * clock read and no locked add per write, none per lightweight sync (the
+ * profile lags by at most that many, or TDAX_CACHESTAT_EVERY_NS). */
 #define PEND_MAX 32
 
 void tdax_selection_wrote(struct tdax_promoted *b, uint64_t len, bool append)
@@ -96,7 +100,7 @@ void tdax_selection_wrote(struct tdax_promoted *b, uint64_t len, bool append)
 	} else {
 		b->pend_wr += len;
 	}
-	if (++b->pend_n >= PEND_MAX)
+	if (++b->pend_n + b->pend_sy >= PEND_MAX)
 		flush(b, tdax_coarse_ns());
 }
 
@@ -111,11 +115,10 @@ void tdax_selection_served_read(int fd, uint64_t len)
 	profiled(b, now);
 }
 
-void tdax_selection_synced(struct tdax_promoted *b)
+void tdax_selection_synced(struct tdax_promoted *b, uint64_t now)
 {
-	uint64_t now = tdax_coarse_ns();
-	flush(b, now);
-	tdax_profile_sync(&b->prof, window(), now);
+	if (++b->pend_sy + b->pend_n >= PEND_MAX || b->fd < 0)
+		flush(b, now);
 }
 
 /* Select among the files profiled within the window (one thread at a
@@ -226,6 +229,8 @@ static void publish(void)
 		if (b->fd < 0)
 			continue;
 		tdax_promoted_lock(b);
+		tdax_promoted_catch_up(b, i);
+		flush(b, now);
 		tdax_cache_count(&b->cached);
 		struct tdax_rates r;
 		tdax_profile_rates(&b->prof, window(), now, &r);

@@ -49,10 +49,10 @@
 bool tdax_selection_init(const struct tdax_device *dev);
 
 /* What a file of this process did: a write of len bytes (append: at its
- * end), a sync (b locked, both); a read of len bytes tdax served through
- * fd (promoted.h). */
+ * end), a sync at now (coarse clock; b locked, both); a read of len bytes
+ * tdax served through fd (promoted.h). */
 void tdax_selection_wrote(struct tdax_promoted *b, uint64_t len, bool append);
-void tdax_selection_synced(struct tdax_promoted *b);
+void tdax_selection_synced(struct tdax_promoted *b, uint64_t now);
 void tdax_selection_served_read(int fd, uint64_t len);
 
 /* May b (locked) be promoted? Selects again first if b was not taken and

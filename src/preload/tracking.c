@@ -514,10 +514,10 @@ static bool pinned(struct tdax_range *r)
 /* A sync of r's file at now: counted, decided, and a decision's job woken
  * (a downgrade of a pinned range is taken back, and an upgrade into the
  * reserve for explicit mappings). */
-static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t now, bool stream)
+static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t now, bool stream, uint32_t n)
 {
 	struct tdax_tunables own;
-	enum tdax_decision d = tdax_track_sync(&r->t, decided_on(r, t, now, &own), now, stream);
+	enum tdax_decision d = tdax_track_syncs(&r->t, decided_on(r, t, now, &own), now, stream, n);
 	if (d == TDAX_DOWNGRADE && pinned(r))
 		tdax_track_pin(&r->t);
 	else if (d == TDAX_UPGRADE && reserved() && !pinned(r) && tdax_track_unmark(&r->t))
@@ -526,19 +526,18 @@ static void synced(struct tdax_range *r, const struct tdax_tunables *t, uint64_t
 		tdax_wake();
 }
 
-void tdax_tracking_sync(uint32_t idx, uint32_t gen)
+/* n syncs of file (idx, gen), the first at first, the last at now (t: the
+ * tunables): counted and decided on each range they found dirty. */
+static void syncs(uint32_t idx, uint32_t gen, const struct tdax_tunables *t, uint64_t first, uint64_t now,
+		  uint32_t n)
 {
-	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
-		return;
 	struct tdax_device *dev = tdax_rt.dev;
-	struct tdax_tunables t;
-	tdax_control_get(dev, &t);
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
-	uint64_t now = tdax_coarse_ns();
-	if (!cur.busy)
-		flush(now, &t); /* the thread's own writes count at its sync */
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
-	bool stream = tdax_tracking_stream(prev, now);
+	/* A stream: the previous sync, or the first of these, within the
+	 * writeback window of the last. */
+	uint64_t since = prev ? prev : (n > 1 ? first : 0);
+	bool stream = since && tdax_age_ns(now, since) <= t->wb_window_ns;
 	if (stream && !atomic_load_explicit(&rt->streamed, memory_order_relaxed))
 		atomic_store_explicit(&rt->streamed, 1, memory_order_relaxed);
 	for (int i = 0; i < 6; i++) {
@@ -550,16 +549,53 @@ void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 		uint32_t v = atomic_exchange(&rt->dirty_ranges[i], 0);
 		struct tdax_range *r = v && v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;
 		if (r && belongs(r, idx, gen))
-			synced(r, &t, now, stream);
+			synced(r, t, now, stream, n);
 	}
 	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed) &&
 	    atomic_exchange(&rt->dirty_overflow, 0)) {
 		for (uint32_t i = 0; i < dev->sb->max_ranges; i++) {
 			struct tdax_range *r = tdax_range_at(dev, i);
 			if (belongs(r, idx, gen) && atomic_load(&r->t.dirty))
-				synced(r, &t, now, stream);
+				synced(r, t, now, stream, n);
 		}
 	}
+}
+
+void tdax_tracking_sync(uint32_t idx, uint32_t gen)
+{
+	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
+		return;
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	uint64_t now = tdax_coarse_ns();
+	if (!cur.busy)
+		flush(now, &t); /* the thread's own writes count at its sync */
+	syncs(idx, gen, &t, now, now, 1);
+}
+
+bool tdax_tracking_sync_later(uint32_t idx)
+{
+	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
+		return true;
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed))
+		return false;
+	const struct tdax_device *dev = tdax_rt.dev;
+	for (int i = 0; i < 6; i++) {
+		uint32_t v = atomic_load_explicit(&rt->dirty_ranges[i], memory_order_relaxed);
+		if (v && v <= dev->sb->max_ranges)
+			atomic_store_explicit(&tdax_range_at(dev, v - 1)->t.last_page, 0, memory_order_relaxed);
+	}
+	return true;
+}
+
+void tdax_tracking_synced(uint32_t idx, uint32_t gen, uint32_t n, uint64_t first, uint64_t last)
+{
+	if (tdax_rt.policy == TDAX_POLICY_ALWAYS || !n)
+		return;
+	struct tdax_tunables t;
+	tdax_control_get(tdax_rt.dev, &t);
+	syncs(idx, gen, &t, first, last, n);
 }
 
 bool tdax_tracking_pin(uint32_t idx, uint32_t gen, uint64_t off, size_t len)

@@ -63,6 +63,20 @@ bool tdax_tracking_stream(uint64_t prev, uint64_t now);
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
 
 /*
+ * A lightweight sync the policy hears of later (bypass mode's: a promoted
+ * file's syncs are a fence, and the policy's work per sync cost it more
+ * than the fence). sync_later does the one thing that cannot wait -- each
+ * dirty range's last page moves back, so that the next write's page counts
+ * as a writeback again, as after a sync -- and says whether the sync may
+ * be counted later (false: the file has too many dirty ranges to look at
+ * cheaply; count it now, tdax_tracking_sync). synced then counts n such
+ * syncs of (idx, gen), the first at first, the last at last, at once: the
+ * writebacks their ranges hold, the syncs, one decision per range.
+ */
+bool tdax_tracking_sync_later(uint32_t idx);
+void tdax_tracking_synced(uint32_t idx, uint32_t gen, uint32_t n, uint64_t first, uint64_t last);
+
+/*
  * Explicit mappings (explicit.h): pin makes the ranges under [off, off+len)
  * of the file logged now and keeps them so -- out of re-evaluation and
  * pressure -- while this process lives or until unpinned. True if every

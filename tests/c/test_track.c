@@ -397,6 +397,34 @@ TEST(reactivity_is_timed_from_the_stream_to_the_job)
 	CHECK(tdax_track_reaction(&r, TDAX_UPGRADE, now + 9003 * MS) == 2 * MS);
 }
 
+/* n syncs counted at once (bypass mode's lightweight ones, told later)
+ * leave the range as n syncs one at a time would: a 128 B append stream
+ * that syncs each append writes its tail page back at every sync, so
+ * each of them must count that page again -- each sync moves the last
+ * page back (the runtime does it at the sync: tdax_tracking_sync_later),
+ * the writebacks wait in the range's dirty count. */
+TEST(syncs_counted_at_once_count_as_many_one_at_a_time)
+{
+	struct tdax_range_track one, many;
+	memset(&one, 0, sizeof(one));
+	memset(&many, 0, sizeof(many));
+	uint64_t now = 20000 * MS;
+	for (uint32_t i = 0; i < 64; i++, now += 100 * US) {
+		uint64_t page = i / 32; /* 32 appends of 128 B a page */
+		tdax_track_write(&one, &T, now, page, 1);
+		tdax_track_sync(&one, &T, now + 10 * US, true);
+		tdax_track_write(&many, &T, now, page, 1);
+		atomic_store(&many.last_page, 0); /* the sync, told later */
+	}
+	tdax_track_syncs(&many, &T, now, true, 64);
+	CHECK(tdax_window_sum(&one.wb, T.wb_window_ns, now) == 64);
+	CHECK(tdax_window_sum(&many.wb, T.wb_window_ns, now) == 64);
+	CHECK(tdax_window_sum(&many.sy, T.wb_window_ns, now) == 64);
+	CHECK(tdax_track_metric(&many, &T, now) == tdax_track_metric(&one, &T, now));
+	CHECK(atomic_load(&many.state) == atomic_load(&one.state));
+	CHECK(atomic_load(&many.state) == TDAX_R_TO_UPGRADE);
+}
+
 TEST(the_carry_page_starts_the_last_quarter)
 {
 	CHECK(tdax_track_carry_page(9) == 384);

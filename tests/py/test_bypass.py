@@ -874,9 +874,31 @@ print("done", flush=True)
 """
 
 
+def test_a_promoted_files_syncs_reach_the_policy_while_it_runs(dev, diskdir):
+    """A promoted file's lightweight syncs are counted by the policy later
+    (tracking.h tdax_tracking_sync_later), in bulk by the write-back
+    thread at least every 100 ms and at a demotion: seconds into a
+    promoted run, long after the writeback window (1 s) forgot the syncs
+    before the promotion, its ranges show the writebacks of the last
+    second, and stay upgraded."""
+    f = diskdir / "log"
+    env = dict(BYPASS, TDAX_TEST_DURABLE_SHADOW="0")
+    with started(dev, STREAM_THEN_DEMOTED, f, 4, env=env, policy="thesis", stdin=subprocess.PIPE):
+        assert until(lambda: modes(dev, f) == ["bypass"], 5), modes(dev, f)
+        time.sleep(1.5)
+        seen = []
+        for _ in range(5):
+            st = json.loads(run(TDAX, "status", "--device", dev, "--json", "-v", check=0).stdout)
+            ranges = [x["range_detail"] for x in st["files"] if x["path"] == str(f)][0]
+            seen.append((sum(r["writebacks"] for r in ranges), [r["state"] for r in ranges],
+                         modes(dev, f)))
+            time.sleep(0.3)
+    assert all(wb >= 100 and "upgraded" in states and mode == ["bypass"] for wb, states, mode in seen), seen
+
+
 def test_a_demoted_files_syncs_stay_light_after_a_long_promoted_run(dev, diskdir):
-    """While a file is promoted the policy still sees its syncs
-    (bypass.c light: tdax_tracking_sync), so its ranges stay upgraded
+    """While a file is promoted the policy still hears of its syncs
+    (bypass.c light, in bulk: the test above), so its ranges stay upgraded
     through seconds in the device alone: once another open demotes it, its
     syncs in coherent mode are lightweight at once. (A look at one sync a
     clock tick, counting the others, was tried: every sync after the
