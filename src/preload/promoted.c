@@ -111,14 +111,6 @@ struct tdax_promoted *tdax_promoted_of(const struct tdax_fd *e)
 	return &files[e->file_plus1 - 1];
 }
 
-/*
- * Demote b (locked, promoted): write its dirty blocks into the file
- * through fd_here (a number of this thread's table for the same open file;
- * -1: reach the application's), put the position back, and go on
- * coherent. A failure to write them keeps the records (rt.rewrite: every
- * checkpoint writes them in again) and is the next sync's error, as a
- * failed write-back is.
- */
 void tdax_promoted_catch_up(struct tdax_promoted *b, uint32_t idx)
 {
 	if (!b->light_n)
@@ -127,6 +119,14 @@ void tdax_promoted_catch_up(struct tdax_promoted *b, uint32_t idx)
 	b->light_n = 0;
 }
 
+/*
+ * Demote b (locked, promoted): write its dirty blocks into the file
+ * through fd_here (a number of this thread's table for the same open file;
+ * -1: reach the application's), put the position back, and go on
+ * coherent. A failure to write them keeps the records (rt.rewrite: every
+ * checkpoint writes them in again) and is the next sync's error, as a
+ * failed write-back is.
+ */
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);

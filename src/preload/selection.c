@@ -190,6 +190,8 @@ bool tdax_selection_takes(struct tdax_promoted *b)
 	/* Not taken: ask again once its bandwidth has doubled since it was
 	 * last refused, or a while after -- not at every sync. */
 	uint64_t now = tdax_coarse_ns();
+	if (b->pend_n || b->pend_sy)
+		flush(b, now); /* (a file demoted at this sync held some back) */
 	struct tdax_rates r;
 	tdax_profile_rates(&b->prof, window(), now, &r);
 	uint64_t bw = tdax_select_bandwidth(&r);
