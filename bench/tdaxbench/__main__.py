@@ -70,7 +70,9 @@ def args():
     ap.add_argument("--sweep", action="store_true", help="the U x D x F x G parameter study")
     ap.add_argument("--grid", nargs="*", metavar="K=v,v", help="sweep values, e.g. U=40,60,80 "
                     "D=10,30 F=5 G=0,4,9 (these are the defaults)")
-    ap.add_argument("--requests", type=int, help="redis-benchmark requests per run (20000)")
+    ap.add_argument("--requests", type=int, help="redis-benchmark requests per run at pipeline 1 "
+                    "(20000; times the pipeline at 10: a run of a few tens of ms would time "
+                    "the server's start and the AOF's promotion, not its steady state)")
     ap.add_argument("--seconds", type=float, help="sqlite/fio run time (5)")
     ap.add_argument("--pg-scale", type=int, default=1)
     ap.add_argument("--pg-seconds", type=int, help="pgbench duration (10)")

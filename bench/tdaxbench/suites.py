@@ -64,8 +64,10 @@ def redis_run(fsync, pipeline, clients):
             port = env.free_port()
             with env.server(env.tdax_prefix(mode, device) + redis_server_argv(d, port, fsync)):
                 env.wait_port(port)
+                # (As many round trips at every pipeline: its requests
+                # times the pipeline.)
                 out = out_of(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set",
-                              "-n", str(o.requests), "-c", str(clients), "-P", str(pipeline),
+                              "-n", str(o.requests * pipeline), "-c", str(clients), "-P", str(pipeline),
                               "-r", "100000", "--csv", "-q"])
         return float(out.strip().splitlines()[-1].split(",")[1].strip('"'))
     return run
