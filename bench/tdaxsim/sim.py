@@ -307,7 +307,8 @@ class Selection:
     (the set `selected`) only if always, if the candidates changed,
     or if tdax_select_due finds their total bandwidth (tdax_select_total)
     moved by more than a quarter since the last applied one, or if
-    tdax_select_over finds the promoted ones overfill the share; a file profiled
+    tdax_select_over finds the promoted ones overfill the share by more
+    than KEEP_PCT; a file profiled
     last more than a window ago is dropped either way. due(t): the
     write-back's every EVERY_NS. takes(fid, t) is tdax_selection_takes, asked
     at a sync: a file not selected asks for a selection at once if its

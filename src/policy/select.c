@@ -125,7 +125,7 @@ bool tdax_select_over(const struct tdax_candidate *c, size_t n, const struct tda
 	uint64_t held = 0;
 	for (size_t i = 0; i < n; i++)
 		held += c[i].promoted ? footprint(&c[i].rates, p) : 0;
-	return held > p->capacity;
+	return held > p->capacity + p->capacity / 100u * p->keep_pct;
 }
 
 bool tdax_select_due(uint64_t last, uint64_t now_total)

@@ -31,7 +31,7 @@
  * When to select again: the paper's "only upon significant bandwidth
  * changes" -- tdax_select_due compares the total bandwidth of the
  * candidates with the one of the last selection -- and when the promoted
- * files no longer fit the capacity (tdax_select_over).
+ * files overfill the capacity by more than keep_pct (tdax_select_over).
  */
 #ifndef TDAX_SELECT_H
 #define TDAX_SELECT_H
@@ -109,8 +109,11 @@ uint64_t tdax_select_total(const struct tdax_candidate *c, size_t n, const struc
 uint64_t tdax_select(struct tdax_candidate *c, uint32_t *order, size_t n,
 		     const struct tdax_select_params *p);
 
-/* Do the promoted files among c[0..n) need more than the capacity now?
- * (A selection is then due, whatever the bandwidth did.) */
+/* Do the promoted files among c[0..n) need more than the capacity now,
+ * by more than keep_pct of it? (A selection is then due, whatever the
+ * bandwidth did. The margin is the hysteresis: a file taken when it fit
+ * is not dropped as soon as its footprint grows past the room, and taken
+ * again when it shrinks.) */
 bool tdax_select_over(const struct tdax_candidate *c, size_t n, const struct tdax_select_params *p);
 
 /* Is a new selection due? The candidates' total bandwidth moved by more

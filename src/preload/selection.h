@@ -30,8 +30,8 @@
  * selection (a new stream is promoted at its first syncs);
  * otherwise the write-back thread selects every TDAX_SELECTION_EVERY_NS
  * when the candidates' bandwidth moved by a quarter, they changed or the
- * promoted ones overfill the share (policy/select.h), and demotes what was
- * dropped.
+ * promoted ones overfill the share by more than a quarter
+ * (policy/select.h), and demotes what was dropped.
  */
 #ifndef TDAX_SELECTION_H
 #define TDAX_SELECTION_H

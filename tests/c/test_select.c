@@ -146,8 +146,8 @@ TEST(a_promoted_file_keeps_its_place_against_a_slightly_busier_one)
 /* A bursty writer -- 256 KiB in place every half second -- whose estimate
  * dipped to half (one burst out of the window) when a selection took it
  * beside a promoted appender: at its full estimate the two overfill the
- * capacity, a selection is due whatever the total bandwidth did, and it
- * keeps the appender, ranked first. */
+ * capacity (by more than the keep margin), a selection is due whatever
+ * the total bandwidth did, and it keeps the appender, ranked first. */
 TEST(promoted_files_that_overfill_the_capacity_call_for_a_selection)
 {
 	static struct tdax_profile hot, bursty, dipped;
@@ -169,6 +169,14 @@ TEST(promoted_files_that_overfill_the_capacity_call_for_a_selection)
 	c[1] = cand(&bursty, now, true);
 	CHECK(!tdax_select_due(total, tdax_select_total(c, 2, &p)));
 	CHECK(tdax_select_over(c, 2, &p));
+	/* (Over it by no more than keep_pct: not yet, the hysteresis.) */
+	struct tdax_candidate both[2] = { c[0], c[1] };
+	struct tdax_select_params roomy = p;
+	tdax_select(both, order, 2, &roomy); /* their footprints now */
+	roomy.capacity = (both[0].footprint + both[1].footprint) * 100 / (100 + TDAX_SELECT_KEEP_PCT) + 100;
+	CHECK(!tdax_select_over(c, 2, &roomy));
+	roomy.capacity -= 200;
+	CHECK(tdax_select_over(c, 2, &roomy));
 	tdax_select(c, order, 2, &p);
 	CHECK(c[0].selected && !c[1].selected && c[1].footprint == 2 * (p.capacity - c[0].footprint));
 	/* Files not promoted never overfill it. */
