@@ -46,6 +46,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sqlite3
@@ -55,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import zlib
 from pathlib import Path
 
@@ -456,37 +458,66 @@ def check_sqlite(d, oracle):
     return len(acked), len(lost) + (ok != "ok"), f"integrity_check: {ok}; first lost: {lost[:3]}" if lost or ok != "ok" else ""
 
 
-def check_redis(d, oracle):
-    acked = [int(x) for x in oracle.read_text().split()]
-    aofs = sorted((d / "appendonlydir").glob("*.incr.aof"))
-    chk = sh("redis-check-aof", aofs[-1], check=False).stdout if aofs else "no AOF"
-    valid = "is valid" in chk or "truncated" in chk.lower()
-    port = free_port()
-    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
-                            "--appendonly", "yes", "--save", ""], stdout=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                s = socket.create_connection(("127.0.0.1", port))
-                break
-            except OSError:
-                time.sleep(0.02)
-        f, lost = s.makefile("rb"), []
+def redis_lost(srv, port, acked):
+    """The acknowledged records the redis-server srv on port lacks, once it
+    has loaded its AOF; OSError if it exits or hangs up (it exits when it
+    refuses the AOF, after it began to listen)."""
+    for _ in range(300):
+        if srv.poll() is not None:
+            raise ConnectionRefusedError(f"redis-server exited before it listened on port {port}")
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            break
+        except OSError:
+            time.sleep(0.02)
+    else:
+        raise ConnectionRefusedError(f"nothing listens on port {port} after 6 s")
+    with s, s.makefile("rb") as f:
         for _ in range(600):  # until the AOF is loaded: meanwhile every command gets -LOADING
             s.sendall(b"*1\r\n$4\r\nPING\r\n")
             if f.readline() == b"+PONG\r\n":
                 break
             time.sleep(0.02)
+        lost = []
         for i in acked:
             k = b"k%d" % i
             s.sendall(b"*2\r\n$6\r\nEXISTS\r\n$%d\r\n%s\r\n" % (len(k), k))
             if f.readline() != b":1\r\n":
                 lost.append(i)
-    finally:
-        srv.terminate()
-        srv.wait()
-    return len(acked), len(lost) + (not valid), (f"redis-check-aof: {chk.strip()[-120:]}; first lost: {lost[:3]}"
-                                                 if lost or not valid else "")
+        return lost
+
+
+def check_redis(d, oracle):
+    """redis-check-aof must call the last AOF valid (or cleanly truncated),
+    and a redis-server started on the directory must hold every
+    acknowledged key. A server that exits instead (an AOF it refuses) is a
+    failed round that shows its exit status and log, never a crash of the
+    harness."""
+    acked = [int(x) for x in oracle.read_text().split()]
+    aofs = sorted((d / "appendonlydir").glob("*.incr.aof"))
+    chk = sh("redis-check-aof", aofs[-1], check=False).stdout if aofs else "no AOF"
+    valid = "is valid" in chk or "truncated" in chk.lower()
+    for _ in range(3):  # again on another port if another round's server took this one
+        port = free_port()
+        with tempfile.TemporaryFile() as log:
+            srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
+                                    "--appendonly", "yes", "--save", ""], stdout=log, stderr=subprocess.STDOUT)
+            try:
+                lost, err = redis_lost(srv, port, acked), None
+            except OSError as e:
+                lost, err = None, e
+            finally:
+                srv.terminate()
+                status = srv.wait()
+            log.seek(0)
+            text = log.read().decode(errors="replace")
+        if lost is not None:
+            return len(acked), len(lost) + (not valid), (f"redis-check-aof: {chk.strip()[-120:]}; first lost: {lost[:3]}"
+                                                         if lost or not valid else "")
+        if "Address already in use" not in text:
+            break
+    return len(acked), len(acked) or 1, (f"redis-server on the recovered AOF failed ({err!r}, exit status {status}): "
+                                         f"{text.strip()[-400:]!r}; redis-check-aof: {chk.strip()[-200:]}")
 
 
 def etcd_argv(d, port, peer):
@@ -645,6 +676,8 @@ def round_(app, fault, seed, control, base):
         evicted = evictions(device)
         if needs_eviction and not evicted:
             lost, detail = lost + 1, f"no block of the cache was evicted: the line proves nothing. {detail}"
+        if lost and not control:
+            detail += keep(d, seed)
         return {"app": app, "fault": fault, "seed": seed, "acked": acked, "lost": lost, "detail": detail,
                 "recovery_s": round(recovery, 3), "torn": report.get("torn", 0),
                 "replayed": report.get("applied", 0), "evicted": evicted}
@@ -655,11 +688,31 @@ def round_(app, fault, seed, control, base):
         oracle.unlink(missing_ok=True)
 
 
+def keep(d, seed):
+    """Copy what a round that lost data left in d where it outlives the
+    round (its disk is detached at the end), and say where."""
+    kept = Path(f"/var/tmp/tdax-crash-kept-{seed}")
+    try:
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(d, kept, symlinks=True)
+        return f" (the files are kept in {kept})"
+    except OSError as e:
+        return f" (could not keep the files in {kept}: {e})"
+
+
 def run_line(task):
-    """One round of one line, in a directory of its own (a worker of --jobs runs it)."""
+    """One round of one line, in a directory of its own (a worker of --jobs
+    runs it). A round whose harness fails (an exception, not a loss) is a
+    failed round with the traceback as its detail: the other rounds and the
+    report go on."""
     app, fault, control, seed = task
-    with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
-        res = round_(app, fault, seed, control, Path(base))
+    try:
+        with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
+            res = round_(app, fault, seed, control, Path(base))
+    except Exception:
+        res = {"app": app, "fault": fault, "seed": seed, "acked": 0, "lost": 1, "recovery_s": 0.0,
+               "torn": 0, "replayed": 0, "evicted": 0,
+               "detail": "the round failed: " + traceback.format_exc().strip().replace("\n", " | ")[-1500:]}
     res["control"] = control
     return res
 
