@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "core/util.h"
 #include "core/sys.h"
+#include "core/testaid.h"
 
 #include <errno.h>
 #include <linux/magic.h>
@@ -211,14 +212,30 @@ bool tdax_task_alive(uint32_t pid, uint32_t tid)
 	return !(st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
 }
 
+#ifdef TDAX_TEST_BUILD
+/* Test aid (testaid.h): TDAX_TEST_LIFT_PAUSE_US=N has every lift of
+ * O_APPEND, whatever it found, wait N microseconds before the write it is
+ * for: the window another writer of the same open file would fall into. */
+static void lift_pause(void)
+{
+	const char *us = TDAX_TEST_ENV("LIFT_PAUSE_US");
+	if (us)
+		usleep((useconds_t)strtoul(us, NULL, 10));
+}
+#else
+static void lift_pause(void)
+{
+}
+#endif
+
 int tdax_append_lift(int fd)
 {
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
 	if (fl < 0)
 		return -1;
-	if (!(fl & O_APPEND))
-		return 0;
-	return tdax_syscall(SYS_fcntl, fd, F_SETFL, fl & ~O_APPEND) == 0 ? 1 : -1;
+	int lifted = !(fl & O_APPEND) ? 0 : tdax_syscall(SYS_fcntl, fd, F_SETFL, fl & ~O_APPEND) == 0 ? 1 : -1;
+	lift_pause();
+	return lifted;
 }
 
 void tdax_append_restore(int fd)

@@ -357,14 +357,30 @@ static void accessed(struct block *k)
 		atomic_store_explicit(&k->hits, h + 1, memory_order_relaxed);
 }
 
+/* Until no write of the write-back thread into f's file is in flight (its
+ * evictions and checkpoint flushes: each begins under f's lock). */
+static void writes_out(struct tdax_cached *f)
+{
+	while (atomic_load(&f->evicting))
+		sched_yield();
+}
+
 /* No block for len bytes from byte pos of iov: into the file at `at` now
  * (a hole the cache has below them reads as zeros there meanwhile, and the
- * cache's bytes win over it). */
+ * cache's bytes win over it). Not while the write-back thread writes into
+ * the file: its descriptor (a pidfd_getfd copy) shares the open file, and
+ * so its O_APPEND, with this one; one side giving the flag back while the
+ * other's write is under way would put that write at the file's end, far
+ * from its offset (the crash suite caught 63 blocks missing from the
+ * middle of a Redis AOF). f's lock, which the caller holds, keeps new ones
+ * from beginning. */
 static int past_the_cache(struct tdax_cached *f, int fd, uint64_t at, const struct iovec *iov, int n, size_t pos,
 			  uint32_t len, int *lifted)
 {
 	char piece[4096];
 	int rc = 0;
+	if (*lifted < 0)
+		writes_out(f);
 	for (uint32_t done = 0; done < len && rc == 0;) {
 		uint32_t m = len - done < sizeof(piece) ? len - done : (uint32_t)sizeof(piece);
 		gather(piece, iov, n, pos + done, m);
@@ -496,8 +512,7 @@ int tdax_cache_write_back(struct tdax_cached *f, int fd)
 	f->drop = true;
 	if (!f->map)
 		return 0;
-	while (atomic_load(&f->evicting)) /* (no lock needed for those: they end) */
-		sched_yield();
+	writes_out(f); /* (no lock needed for those: they end) */
 	return write_range(f, f->lo, f->hi, to_write, fd);
 }
 

@@ -428,6 +428,29 @@ def test_a_writer_of_many_times_the_block_cache_evicts_and_loses_nothing(dev, di
     assert f.read_bytes() == want
 
 
+def test_writes_into_the_file_from_two_threads_keep_their_offsets_through_o_append(dev, diskdir):
+    """A write that finds no free block goes into the file at once (from
+    the application's thread), while the write-back thread writes evicted
+    blocks in through a copy of the same descriptor: the open file, and
+    its O_APPEND, are one. Each lifts O_APPEND around its write; one giving
+    it back while the other's write was under way put that write at the
+    file's end (the crash suite found 63 blocks missing from the middle of
+    a Redis AOF). The test build's pause after every lift widens the
+    window; the file must come out whole."""
+    f = diskdir / "log"
+    n = 40_000
+    env = dict(BYPASS, TDAX_WB_BYTES="1T", TDAX_BYPASS_SHARE_PCT="2", TDAX_TEST_LIFT_PAUSE_US="2000")
+    tdax_run(dev, APPENDER, f, n, env=env)
+    c = counters(dev)
+    assert c["promotions"] >= 1 and c["cache_evictions"] >= 100, c
+    assert c["cache_noblock"] >= 20, c  # the application's own writes into the file
+    want = b"".join(record(i) for i in range(n))
+    got = f.read_bytes()
+    assert len(got) == len(want)
+    bad = next((i for i in range(0, len(want), 4096) if got[i:i + 4096] != want[i:i + 4096]), None)
+    assert bad is None, f"block at {bad} differs: {got[bad:bad + 64]!r}"
+
+
 # Appends and syncs, then reads back what it wrote, through the same
 # descriptor: the reads come from the device's blocks.
 READ_BACK = r"""
