@@ -23,6 +23,9 @@ enum { TDAX_REMOVING = 1, TDAX_REMOVED = 2, TDAX_REPLACED = 3 }; /* tdax_file_rt
 /* What the file system gave beyond the inode number: an inode generation,
  * a birth time. Either tells a file from a later one on a reused inode. */
 enum { TDAX_FILE_HAS_IGEN = 1, TDAX_FILE_HAS_BTIME = 2 };
+/* Ranges a file remembers as written since its last sync (more: the sync
+ * scans the range table). */
+#define TDAX_FILE_DIRTY_SLOTS 6
 
 /*
  * Per-file state of the runtime, shared by every process using the file
@@ -42,7 +45,7 @@ struct tdax_file_rt {
 	_Atomic uint32_t inflight;     /* tdax writes between the real write and size_seen */
 	_Atomic uint32_t gran;         /* G + 1 of this file's ranges, 0 = not tracked yet */
 	_Atomic uint64_t last_sync_ns; /* CLOCK_MONOTONIC of the file's last sync (tracking) */
-	_Atomic uint32_t dirty_ranges[6]; /* range table slots + 1 written since the last sync */
+	_Atomic uint32_t dirty_ranges[TDAX_FILE_DIRTY_SLOTS]; /* range table slots + 1 written since the last sync */
 	_Atomic uint32_t dirty_overflow;  /* more than fit above: the sync scans the table */
 	/* Writes at the file position that tdax does not log and whose offset it
 	 * does not ask the kernel for (coherent_ops.c, "cold"): started, done. */

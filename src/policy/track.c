@@ -2,6 +2,7 @@
  * track -- sliding-window counters, the metric, decisions and range states.
  */
 #include "policy/track.h"
+#include "core/util.h"
 
 static uint64_t bucket_of(uint64_t window_ns, uint64_t now)
 {
@@ -193,7 +194,7 @@ uint64_t tdax_track_reaction(struct tdax_range_track *r, enum tdax_decision job,
 {
 	uint64_t since = job == TDAX_UPGRADE ? atomic_exchange(&r->stream_ns, 0)
 		       : job == TDAX_DOWNGRADE ? atomic_load(&r->synced_ns) : 0;
-	return since && since <= now ? now - since : 0;
+	return since ? tdax_age_ns(now, since) : 0;
 }
 
 enum tdax_decision tdax_track_reevaluate(struct tdax_range_track *r, const struct tdax_tunables *t,

@@ -53,10 +53,10 @@ static const struct tdax_tunables *decided_on(const struct tdax_range *r, const 
 static void note_dirty(struct tdax_file_rt *rt, uint32_t slot)
 {
 	uint32_t v = slot + 1;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++)
 		if (atomic_load_explicit(&rt->dirty_ranges[i], memory_order_relaxed) == v)
 			return;
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++) {
 		uint32_t empty = 0;
 		if (atomic_compare_exchange_strong(&rt->dirty_ranges[i], &empty, v) || empty == v)
 			return;
@@ -491,11 +491,17 @@ static bool belongs(const struct tdax_range *r, uint32_t idx, uint32_t gen)
 	return k && (uint32_t)(k >> 32) == idx + 1 && atomic_load(&r->fgen) == gen;
 }
 
+/* A sync at now after one at prev (0: none) within the writeback window. */
+static bool within_window(uint64_t prev, uint64_t now, const struct tdax_tunables *t)
+{
+	return prev && tdax_age_ns(now, prev) <= t->wb_window_ns;
+}
+
 bool tdax_tracking_stream(uint64_t prev, uint64_t now)
 {
 	struct tdax_tunables t;
 	tdax_control_get(tdax_rt.dev, &t);
-	return prev && now - prev <= t.wb_window_ns;
+	return within_window(prev, now, &t);
 }
 
 /* Is r pinned by a live process (an explicit mapping)? A dead one's pin
@@ -536,11 +542,10 @@ static void syncs(uint32_t idx, uint32_t gen, const struct tdax_tunables *t, uin
 	uint64_t prev = atomic_exchange(&rt->last_sync_ns, now);
 	/* A stream: the previous sync, or the first of these, within the
 	 * writeback window of the last. */
-	uint64_t since = prev ? prev : (n > 1 ? first : 0);
-	bool stream = since && tdax_age_ns(now, since) <= t->wb_window_ns;
+	bool stream = within_window(prev ? prev : (n > 1 ? first : 0), now, t);
 	if (stream && !atomic_load_explicit(&rt->streamed, memory_order_relaxed))
 		atomic_store_explicit(&rt->streamed, 1, memory_order_relaxed);
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++) {
 		/* A load first: most slots are empty, and an exchange of each
 		 * cost a sync ~20 ns per slot. A write that fills one after the
 		 * load counts at the next sync. */
@@ -581,7 +586,7 @@ bool tdax_tracking_sync_later(uint32_t idx)
 	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed))
 		return false;
 	const struct tdax_device *dev = tdax_rt.dev;
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++) {
 		uint32_t v = atomic_load_explicit(&rt->dirty_ranges[i], memory_order_relaxed);
 		if (v && v <= dev->sb->max_ranges)
 			atomic_store_explicit(&tdax_range_at(dev, v - 1)->t.last_page, 0, memory_order_relaxed);
