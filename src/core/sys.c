@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "core/sys.h"
+#include "core/testaid.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -47,15 +48,50 @@ ssize_t tdax_sys_write(int fd, const void *p, size_t n)
 	return tdax_syscall(SYS_write, fd, p, n);
 }
 
-ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off)
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x20
+#endif
+
+#ifdef TDAX_TEST_BUILD
+/* Test aid (testaid.h): with TDAX_TEST_LIFT_PAUSE_US set, tdax writes into
+ * files as on a kernel without RWF_NOAPPEND, lifting O_APPEND (util.c). */
+static bool noappend_refused(void)
 {
-	return tdax_syscall(SYS_pwrite64, fd, p, n, off);
+	return TDAX_TEST_ENV("LIFT_PAUSE_US") != NULL;
+}
+#else
+static bool noappend_refused(void)
+{
+	return false;
+}
+#endif
+
+bool tdax_sys_noappend(void)
+{
+	static _Atomic int known; /* 1: takes it, -1: does not, 0: not asked yet */
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+	if (k == 0) {
+		int p[2];
+		char byte = 0;
+		struct iovec one = { &byte, 1 };
+		k = -1;
+		if (!noappend_refused() && tdax_syscall(SYS_pipe2, p, O_CLOEXEC) == 0) {
+			/* (An older kernel refuses the unknown flag: EOPNOTSUPP.) */
+			if (tdax_syscall(SYS_pwritev2, p[1], &one, 1, -1L, -1L, RWF_NOAPPEND) == 1)
+				k = 1;
+			tdax_sys_close(p[0]);
+			tdax_sys_close(p[1]);
+		}
+		atomic_store_explicit(&known, k, memory_order_relaxed);
+	}
+	return k > 0;
 }
 
 int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
 {
+	int flags = tdax_sys_noappend() ? RWF_NOAPPEND : 0;
 	while (n > 0) {
-		ssize_t w = tdax_syscall(SYS_pwritev, fd, iov, n, (long)off, 0);
+		ssize_t w = tdax_syscall(SYS_pwritev2, fd, iov, n, (long)off, 0, flags);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {

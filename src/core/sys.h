@@ -11,6 +11,7 @@
 #ifndef TDAX_SYS_H
 #define TDAX_SYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -40,10 +41,16 @@ int tdax_sys_open(const char *path, int flags, mode_t mode);
 int tdax_sys_open_nowait(int dirfd, const char *path, int flags);
 int tdax_sys_close(int fd);
 ssize_t tdax_sys_write(int fd, const void *p, size_t n);
-ssize_t tdax_sys_pwrite(int fd, const void *p, size_t n, off_t off);
 /* All of iov[0..n) at off, however many pwritev calls it takes (iov is
- * used up on the way); 0, or -1 and errno. */
+ * used up on the way); 0, or -1 and errno. Through an O_APPEND descriptor
+ * Linux puts a pwrite at the end, whatever its offset: where the kernel
+ * takes RWF_NOAPPEND (tdax_sys_noappend) these calls carry it, and land
+ * at off all the same; elsewhere the caller lifts O_APPEND first
+ * (util.h's tdax_append_lift). */
 int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
+/* Does the kernel take pwritev2's RWF_NOAPPEND (Linux 6.9)? Asked once per
+ * process, with a byte written into a pipe. */
+bool tdax_sys_noappend(void);
 int tdax_sys_fdatasync(int fd);
 int tdax_sys_ftruncate(int fd, off_t len);
 int tdax_sys_fallocate(int fd, int mode, off_t off, off_t len);

@@ -213,9 +213,10 @@ bool tdax_task_alive(uint32_t pid, uint32_t tid)
 }
 
 #ifdef TDAX_TEST_BUILD
-/* Test aid (testaid.h): TDAX_TEST_LIFT_PAUSE_US=N has every lift of
- * O_APPEND, whatever it found, wait N microseconds before the write it is
- * for: the window another writer of the same open file would fall into. */
+/* Test aid (testaid.h): TDAX_TEST_LIFT_PAUSE_US=N has O_APPEND lifted as on
+ * a kernel without RWF_NOAPPEND (sys.c), and every lift, whatever it
+ * found, wait N microseconds before the write it is for: the window another
+ * writer of the same open file would fall into. */
 static void lift_pause(void)
 {
 	const char *us = TDAX_TEST_ENV("LIFT_PAUSE_US");
@@ -230,6 +231,8 @@ static void lift_pause(void)
 
 int tdax_append_lift(int fd)
 {
+	if (tdax_sys_noappend())
+		return 0; /* tdax_sys_pwritev_all's writes land at their offsets */
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
 	if (fl < 0)
 		return -1;

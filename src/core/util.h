@@ -130,11 +130,13 @@ int tdax_sync_parent_dir(const char *path);
  * -- and writes no more). It may be a reused id. */
 bool tdax_task_alive(uint32_t pid, uint32_t tid);
 
-/* Lift O_APPEND from fd's open file for a moment: through an O_APPEND
- * descriptor Linux puts every pwrite at the end, whatever its offset. 1 if
- * it was lifted (give it back with tdax_append_restore), 0 if the file had
- * none, -1 on error (errno). The caller keeps the open file's other
- * writers out meanwhile. */
+/* Lift O_APPEND from fd's open file for a moment, for the writes of
+ * tdax_sys_pwritev_all: through an O_APPEND descriptor Linux puts every
+ * pwrite at the end, whatever its offset. 1 if it was lifted (give it back
+ * with tdax_append_restore), 0 if the file had none or the kernel takes
+ * RWF_NOAPPEND (sys.h: nothing to lift), -1 on error (errno). The caller
+ * keeps the open file's other writers out meanwhile: each of them sees the
+ * flag gone, and one giving it back ends the others' lift. */
 int tdax_append_lift(int fd);
 void tdax_append_restore(int fd);
 

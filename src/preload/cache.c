@@ -367,19 +367,19 @@ static void writes_out(struct tdax_cached *f)
 
 /* No block for len bytes from byte pos of iov: into the file at `at` now
  * (a hole the cache has below them reads as zeros there meanwhile, and the
- * cache's bytes win over it). Not while the write-back thread writes into
- * the file: its descriptor (a pidfd_getfd copy) shares the open file, and
- * so its O_APPEND, with this one; one side giving the flag back while the
- * other's write is under way would put that write at the file's end, far
- * from its offset (the crash suite caught 63 blocks missing from the
- * middle of a Redis AOF). f's lock, which the caller holds, keeps new ones
- * from beginning. */
+ * cache's bytes win over it). On a kernel without RWF_NOAPPEND (sys.h),
+ * not while the write-back thread writes into the file: its descriptor (a
+ * pidfd_getfd copy) shares the open file, and so its O_APPEND, with this
+ * one; one side giving the flag back while the other's write is under way
+ * would put that write at the file's end, far from its offset (the crash
+ * suite caught 63 blocks missing from the middle of a Redis AOF). f's lock,
+ * which the caller holds, keeps new ones from beginning. */
 static int past_the_cache(struct tdax_cached *f, int fd, uint64_t at, const struct iovec *iov, int n, size_t pos,
 			  uint32_t len, int *lifted)
 {
 	char piece[4096];
 	int rc = 0;
-	if (*lifted < 0)
+	if (*lifted < 0 && !tdax_sys_noappend())
 		writes_out(f);
 	for (uint32_t done = 0; done < len && rc == 0;) {
 		uint32_t m = len - done < sizeof(piece) ? len - done : (uint32_t)sizeof(piece);

@@ -31,9 +31,10 @@
  * the share has room, then evicts by S3-FIFO (policy/s3fifo.h), writing dirty
  * victims into their files first (promoted.c drives an eviction: it holds
  * the files' locks). A write that finds the pool empty puts its bytes into
- * the file, never waits for a block (only for a write of the thread's into
- * the same file that is under way: the two share the open file's
- * O_APPEND, which each lifts around its write).
+ * the file, never waits for a block (on a kernel without RWF_NOAPPEND,
+ * only for a write of the thread's into the same file that is under way:
+ * the two share the open file's O_APPEND, which each lifts around its
+ * write).
  *
  * Locking: a file's blocks -- its map, their bytes and lengths -- are read
  * and written under the file's lock (promoted.h); the pool is lock-free (a
