@@ -91,7 +91,8 @@ int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
 {
 	int flags = tdax_sys_noappend() ? RWF_NOAPPEND : 0;
 	while (n > 0) {
-		ssize_t w = tdax_syscall(SYS_pwritev2, fd, iov, n, (long)off, 0, flags);
+		ssize_t w = flags ? tdax_syscall(SYS_pwritev2, fd, iov, n, (long)off, 0, flags)
+				  : tdax_syscall(SYS_pwritev, fd, iov, n, (long)off, 0);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
