@@ -703,18 +703,24 @@ def keep(d, seed):
 def run_line(task):
     """One round of one line, in a directory of its own (a worker of --jobs
     runs it). A round whose harness fails (an exception, not a loss) is a
-    failed round with the traceback as its detail: the other rounds and the
-    report go on."""
+    failed round, a control round too, with the traceback as its detail:
+    the other rounds and the report go on."""
     app, fault, control, seed = task
     try:
         with tempfile.TemporaryDirectory(prefix="tdax-crash-", dir="/var/tmp") as base:
             res = round_(app, fault, seed, control, Path(base))
     except Exception:
         res = {"app": app, "fault": fault, "seed": seed, "acked": 0, "lost": 1, "recovery_s": 0.0,
-               "torn": 0, "replayed": 0, "evicted": 0,
+               "torn": 0, "replayed": 0, "evicted": 0, "broke": True,
                "detail": "the round failed: " + traceback.format_exc().strip().replace("\n", " | ")[-1500:]}
     res["control"] = control
     return res
+
+
+def failed(res, control):
+    """Did this round fail: its harness broke, or it lost data (a control
+    round: it lost none)?"""
+    return res.get("broke", False) or bool(res["lost"]) != control
 
 
 def report(rows):
@@ -728,11 +734,14 @@ def report(rows):
         print(f"{app:<24}{name:<18}{len(xs):>7}{sum(x['acked'] for x in xs):>11}{sum(x['lost'] for x in xs):>10}"
               f"{sum(x['torn'] for x in xs):>6}{sum(x['replayed'] for x in xs):>11}"
               f"{max(x['recovery_s'] for x in xs):>9.2f}s")
-        wrong = sum(1 for x in xs if bool(x["lost"]) != control)
+        wrong = sum(1 for x in xs if failed(x, control))
         failed_rounds += wrong
         bad += bool(wrong)
-        if control and wrong:
-            print(f"  CONTROL FAILED: the lying sync lost nothing in {wrong} rounds")
+        broke = sum(1 for x in xs if x.get("broke"))
+        if control and wrong > broke:
+            print(f"  CONTROL FAILED: the lying sync lost nothing in {wrong - broke} rounds")
+        if broke:
+            print(f"  THE HARNESS BROKE in {broke} rounds (each one's detail says how)")
     total = sum(len(xs) for xs in rows.values())
     has_control = any(line[2] for line in rows)
     print("crashtest: " + ("FAILED" if bad else "OK: nothing acknowledged was lost; the control was caught"
@@ -803,8 +812,9 @@ def main():
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(json.dumps(res) + "\n")
-            if bool(res["lost"]) != control:
-                what = ("the lying sync lost nothing" if control else f"LOST: {res['detail']}")
+            if failed(res, control):
+                what = (f"BROKE: {res['detail']}" if res.get("broke") else "the lying sync lost nothing"
+                        if control else f"LOST: {res['detail']}")
                 print(f"  {app} {fault} round {r + 1}: {what}  (reproduce: --apps {app} --faults {fault} "
                       f"--round-seed {seed})", flush=True)
             if rounds > 1 and n % len(plan) == len(plan) - 1:
