@@ -75,7 +75,11 @@ bool tdax_sys_noappend(void)
 		char byte = 0;
 		struct iovec one = { &byte, 1 };
 		k = -1;
-		if (!noappend_refused() && tdax_syscall(SYS_pipe2, p, O_CLOEXEC) == 0) {
+		if (!noappend_refused()) {
+			/* No pipe (EMFILE, ENFILE) is no answer: this write-in
+			 * lifts, the next one asks again. */
+			if (tdax_syscall(SYS_pipe2, p, O_CLOEXEC) != 0)
+				return false;
 			/* (An older kernel refuses the unknown flag: EOPNOTSUPP.) */
 			if (tdax_syscall(SYS_pwritev2, p[1], &one, 1, -1L, -1L, RWF_NOAPPEND) == 1)
 				k = 1;

@@ -49,7 +49,8 @@ ssize_t tdax_sys_write(int fd, const void *p, size_t n);
  * (util.h's tdax_append_lift). */
 int tdax_sys_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off);
 /* Does the kernel take pwritev2's RWF_NOAPPEND (Linux 6.9)? Asked once per
- * process, with a byte written into a pipe. */
+ * process, with a byte written into a pipe; "no" with errno EMFILE or
+ * ENFILE while no pipe can be made, and asked again at the next call. */
 bool tdax_sys_noappend(void);
 int tdax_sys_fdatasync(int fd);
 int tdax_sys_ftruncate(int fd, off_t len);
