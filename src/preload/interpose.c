@@ -264,10 +264,13 @@ EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
 	return pwritev(fd, iov, n, off);
 }
 
+/* Offset -1 is the file position; any other negative one the kernel
+ * refuses (EINVAL), and so must tdax: a write it made at the file position
+ * instead would change the file where the caller was told nothing changed. */
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
 	const struct tdax_fd *e = managed(fd);
-	if (!e || n <= 0)
+	if (!e || n <= 0 || off < -1)
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
 	return managed_write(fd, e, iov, n, off, flags);
 }

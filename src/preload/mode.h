@@ -80,7 +80,7 @@ static inline ssize_t tdax_mode_real_write(int fd, const struct iovec *iov, int 
 {
 	if (rwf)
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, rwf);
-	if (off < 0)
+	if (off == -1) /* (another negative offset: the kernel's EINVAL below) */
 		return n == 1 ? TDAX_REAL(write)(fd, iov[0].iov_base, iov[0].iov_len)
 			      : TDAX_REAL(writev)(fd, iov, n);
 	return n == 1 ? TDAX_REAL(pwrite)(fd, iov[0].iov_base, iov[0].iov_len, off)
