@@ -15,6 +15,7 @@ pkgs+=(groff-base bash-completion systemd)  # checks of the man page, completion
 pkgs+=(lintian)  # the check of the Debian package (make deb)
 pkgs+=(liburing-dev)  # tests/py/test_uring.py: writes and syncs through io_uring under tdax
 pkgs+=(strace)  # tests/py/test_syscalls.py: the system calls tdax adds, counted
+pkgs+=(stress-ng)  # tests/py/test_stressng.py: another project's file stressors, verified, under tdax
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do
