@@ -9,6 +9,7 @@
 #include "core/trace.h"
 #include "core/util.h"
 #include "preload/coherent.h"
+#include "preload/fault.h"
 #include "preload/mapped.h"
 #include "preload/lease.h"
 #include "preload/promoted.h"
@@ -164,7 +165,10 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	tdax_promoted_lock(b);
 	ssize_t r;
 	const struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
-	if (b->fd == fd && !(rwf & ~DEFERRABLE) && (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed))) {
+	/* (Bytes that are not the caller's memory: the kernel's EFAULT, or
+	 * its short write, after a demotion.) */
+	if (b->fd == fd && !(rwf & ~DEFERRABLE) && (!(rwf & RWF_SYNC) || !atomic_load(&rt->attrs_changed)) &&
+	    tdax_fault_readable(iov, n)) {
 		r = deferred(b, fd, e, iov, n, off, rwf);
 	} else {
 		if (b->fd >= 0)

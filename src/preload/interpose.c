@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
 #include "preload/dirsync.h"
+#include "preload/fault.h"
 #include "preload/start.h"
 #include "preload/state.h"
 #include "core/trace.h"
@@ -200,6 +202,14 @@ static ssize_t kernel_wrote(int fd, const struct tdax_fd *e, off_t off, uint64_t
 	return written(fd, e, tdax_mode_of(e)->kernel_after(fd, e, off, at, r));
 }
 
+/* A vector call whose array tdax may read: a count the kernel takes, and
+ * an array that is the caller's memory (fault.h). Any other is the
+ * kernel's to refuse (EINVAL, EFAULT), with nothing written. */
+static bool vector_ok(const struct iovec *iov, int n)
+{
+	return n <= IOV_MAX && tdax_fault_iovec_readable(iov, n);
+}
+
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	const struct tdax_fd *e = managed(fd);
@@ -222,6 +232,8 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 		return TDAX_REAL(writev)(fd, iov, n);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
+	if (!vector_ok(iov, n))
+		return TDAX_REAL(writev)(fd, iov, n); /* refused, nothing written */
 	if (kernel_write(fd, e, -1, tdax_iov_bytes(iov, n), &at))
 		return kernel_wrote(fd, e, -1, at, TDAX_REAL(writev)(fd, iov, n));
 	return managed_write(fd, e, iov, n, -1, 0);
@@ -254,6 +266,8 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
 	if (tdax_unregistered(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
+	if (!vector_ok(iov, n))
+		return TDAX_REAL(pwritev)(fd, iov, n, off); /* refused, nothing written */
 	if (kernel_write(fd, e, off, tdax_iov_bytes(iov, n), &at))
 		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwritev)(fd, iov, n, off));
 	return managed_write(fd, e, iov, n, off, 0);
@@ -270,7 +284,7 @@ EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
 	const struct tdax_fd *e = managed(fd);
-	if (!e || n <= 0 || off < -1)
+	if (!e || n <= 0 || off < -1 || !vector_ok(iov, n))
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
 	return managed_write(fd, e, iov, n, off, flags);
 }

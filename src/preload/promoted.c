@@ -10,6 +10,7 @@
 #include "core/trace.h"
 #include "core/util.h"
 #include "preload/coherent.h"
+#include "preload/fault.h"
 #include "preload/lease.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
@@ -189,7 +190,9 @@ bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off
 	struct tdax_promoted *b = locked_if_promoted(fd);
 	if (!b)
 		return false;
-	if (!b->readable) {
+	/* (Buffers that are not the caller's to write: the kernel's EFAULT,
+	 * after a demotion.) */
+	if (!b->readable || !tdax_fault_writable(iov, n)) {
 		tdax_promoted_unlock(b);
 		return false;
 	}

@@ -24,7 +24,7 @@
 #include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
-#include "preload/watch.h"
+#include "preload/fault.h"
 #include "preload/writeback.h"
 
 #include <dirent.h>
@@ -188,7 +188,7 @@ static void attach_now(void)
 	tdax_count(TDAX_ST_MAP_FAULTS, faults + tdax_thread_faults() - faults0);
 	tdax_count(TDAX_ST_MAP_BYTES, dev->sb->segs_off);
 	tdax_rt.dev = dev;
-	tdax_watch_start();
+	tdax_fault_start();
 	tdax_trace_start(dev, tdax_ownfd_keep);
 	each_fd(adopt);
 }

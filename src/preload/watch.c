@@ -7,14 +7,10 @@
 #include "preload/state.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static struct sigaction previous;
 
 /* Give the region up: the flag first (new calls pass through, a sync in
  * flight checks it before answering), then make every acknowledged write
@@ -29,42 +25,19 @@ static void give_up(const char *what)
 		  "again", tdax_rt.dev->path, what);
 }
 
-static void on_sigbus(int sig, siginfo_t *si, void *uc)
+bool tdax_watch_sigbus(const void *addr)
 {
 	const struct tdax_device *dev = tdax_rt.dev;
-	uintptr_t a = (uintptr_t)si->si_addr;
-	if (dev && a >= (uintptr_t)dev->base && a < (uintptr_t)dev->base + dev->size) {
-		/* The region was truncated: put zero pages where it was, so the
-		 * access in flight completes, and let the flag stop the rest. */
-		int e = errno;
-		tdax_sys_mmap(dev->base, dev->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-		     -1, 0);
-		atomic_store(&tdax_rt.lost, 2);
-		errno = e;
-		return;
-	}
-	/* Not ours: as if tdax had no handler. */
-	if (previous.sa_flags & SA_SIGINFO)
-		previous.sa_sigaction(sig, si, uc);
-	else if (previous.sa_handler != SIG_IGN && previous.sa_handler != SIG_DFL)
-		previous.sa_handler(sig);
-	else {
-		struct sigaction dfl;
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		TDAX_REAL(sigaction)(sig, &dfl, NULL);
-		raise(sig);
-	}
-}
-
-void tdax_watch_start(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	TDAX_REAL(sigaction)(SIGBUS, &sa, &previous);
+	uintptr_t a = (uintptr_t)addr;
+	if (!dev || a < (uintptr_t)dev->base || a >= (uintptr_t)dev->base + dev->size)
+		return false;
+	/* The region was truncated: put zero pages where it was, so the
+	 * access in flight completes, and let the flag stop the rest. */
+	int e = errno;
+	tdax_sys_mmap(dev->base, dev->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	atomic_store(&tdax_rt.lost, 2);
+	errno = e;
+	return true;
 }
 
 bool tdax_watch_check(void)

@@ -14,8 +14,11 @@
 
 #include <stdbool.h>
 
-/* Catch SIGBUS inside the mapping (at start, once the device is mapped). */
-void tdax_watch_start(void);
+/* A SIGBUS at addr (fault.h's handler asks): true if it is inside the
+ * mapping, which the region's truncation took away -- then zero pages
+ * are mapped there for the access to complete, and the region is given
+ * up at the next check. */
+bool tdax_watch_sigbus(const void *addr);
 /* Is the region still the one mapped? If not, give it up (see above).
  * Returns true while it is. Called by the write-back pass. */
 bool tdax_watch_check(void);

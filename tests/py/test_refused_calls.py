@@ -1,14 +1,16 @@
 """Calls the kernel refuses -- a negative offset, flags it does not know, an
-iovec count out of range, a bad buffer, a negative length -- made on a file
+iovec count out of range, a buffer or iovec array that is not the caller's
+memory, a negative length -- made on a file
 tdax manages: each must fail as it fails without tdax, with the same errno,
 and change nothing (stress-ng's hdd stressor found a pwritev2 at offset -2
-that tdax made at the file position). One program makes every call and
+that tdax made at the file position; a bad iovec array or, in bypass mode,
+a bad buffer killed the process with SIGSEGV). One program makes every call and
 prints what each returned; it runs without tdax and under tdax with the
 file unregistered, logged (coherent mode) and promoted (bypass mode), and
 the four transcripts and files must be the same."""
 import pytest
 
-from conftest import PY, info, run, tdax_run
+from conftest import PY, TDAX, info, run, tdax_run
 
 CALLS = r"""
 import ctypes, os, sys, time
@@ -39,12 +41,18 @@ bad = (V * 2)(8, 16)  # an iovec whose buffer is at address 8
 def show(name, r):
     print(name, r, ctypes.get_errno() if r < 0 else 0, libc.lseek(fd, 0, 1), flush=True)
     ctypes.set_errno(0)
-if sys.argv[3] == "bad-buffers":
-    show("write bad buffer", libc.write(fd, 8, 16))
-    show("pwrite bad buffer", libc.pwrite(fd, 8, 16, 0))
-    show("writev bad buffer", libc.writev(fd, bad, 1))
-    show("pwritev2 bad buffer", libc.pwritev2(fd, bad, 1, 0, 0))
-    show("pread bad buffer", libc.pread(fd, 8, 16, 0))
+libc.mmap.restype, libc.mmap.argtypes = V, [V, P, I, I, I, L]
+RO = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS: readable only
+show("write bad buffer", libc.write(fd, 8, 16))
+show("pwrite bad buffer", libc.pwrite(fd, 8, 16, 0))
+show("writev bad buffer", libc.writev(fd, bad, 1))
+show("pwritev2 bad buffer", libc.pwritev2(fd, bad, 1, 0, 0))
+show("writev bad array", libc.writev(fd, 8, 2))
+show("pwritev bad array", libc.pwritev(fd, 8, 2, 0))
+show("pwritev2 bad array", libc.pwritev2(fd, 8, 2, 0, 0))
+show("pread bad buffer", libc.pread(fd, 8, 16, 0))
+show("preadv bad array", libc.preadv(fd, 8, 2, 0))
+show("pread read-only buffer", libc.pread(fd, RO, 16, 0))
 show("pwritev2 -2", libc.pwritev2(fd, iov, 16, -2, 0))
 show("pwritev2 -7 dsync", libc.pwritev2(fd, iov, 16, -7, 2))
 show("pwritev2 flags", libc.pwritev2(fd, iov, 16, 0, 0x40000000))
@@ -76,20 +84,45 @@ def transcript(p):
     return p.stdout
 
 
-# A promoted file's writes are copied by tdax, not the kernel: a buffer
-# that is not the caller's memory faults there (SIGSEGV) where the kernel
-# says EFAULT -- a known limit of bypass mode (docs/durability.md), so that
-# configuration makes no such call.
+# The promoted file meets the calls with bad buffers first: tdax copies
+# its writes and serves its reads, so there the fault would be tdax's.
 @pytest.mark.parametrize("how", ["unregistered", "logged", "promoted"])
 def test_a_refused_call_fails_as_without_tdax_and_changes_nothing(dev, diskdir, how):
     syncs = {"unregistered": 0, "logged": 2, "promoted": 300}[how]
-    buffers = "good-buffers" if how == "promoted" else "bad-buffers"
     want_f, got_f = diskdir / "without", diskdir / "under"
-    want = transcript(run(PY, "-c", CALLS, want_f, syncs, buffers, env={"LD_PRELOAD": ""}, check=None))
+    want = transcript(run(PY, "-c", CALLS, want_f, syncs, env={"LD_PRELOAD": ""}, check=None))
     env = {"TDAX_MODE": "bypass"} if how == "promoted" else {}
-    got = transcript(tdax_run(dev, CALLS, got_f, syncs, buffers, policy="never" if how == "unregistered" else "always",
+    got = transcript(tdax_run(dev, CALLS, got_f, syncs, policy="never" if how == "unregistered" else "always",
                               env=env, check=None))
     assert got == want
     assert got_f.read_bytes() == want_f.read_bytes()
-    if how == "promoted":
-        assert info(dev)["counters"]["promotions"] >= 1
+    if how == "promoted":  # promoted when the bad buffers came, which demoted it
+        c = info(dev)["counters"]
+        assert c["deferred_writes"] >= 250 and c["demoted_kernel"] >= 1, c
+
+
+FAULT = r"""
+import ctypes, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"x"); os.fdatasync(fd)  # (tdax attached: its handlers are in)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), 11)
+ctypes.string_at(8)  # the application's own fault
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["fault", "faulthandler", "kill"])
+def test_the_applications_own_segfault_ends_it_as_without_tdax(dev, diskdir, how):
+    """tdax's SIGSEGV handler passes what is not its probe's on: to the
+    handler the application had (Python's faulthandler, which reports and
+    dies), or to the default action (a core-dumping SIGSEGV)."""
+    opts = ["-X", "faulthandler"] if how == "faulthandler" else []
+    arg = "kill" if how == "kill" else "fault"
+    want = run(PY, *opts, "-c", FAULT, diskdir / "without", arg, env={"LD_PRELOAD": ""})
+    got = tdax_run(dev, FAULT, diskdir / "under", arg, check=None) if not opts else \
+        run(TDAX, "run", "--device", dev, "--policy", "always", "--", PY, *opts, "-c", FAULT, diskdir / "under",
+            arg, env={"TDAX_QUIET": "1"})
+    assert want.returncode == -11 and "survived" not in want.stdout
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout), got.stderr
+    assert ("Segmentation fault" in got.stderr) == ("Segmentation fault" in want.stderr), got.stderr

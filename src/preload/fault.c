@@ -1,0 +1,122 @@
+/*
+ * fault -- tdax's SIGSEGV and SIGBUS handlers, and the probes of the
+ * caller's memory they guard (fault.h).
+ */
+#define _GNU_SOURCE
+#include "preload/fault.h"
+#include "preload/state.h"
+#include "preload/watch.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PAGE 4096
+
+/* The handlers that were there before tdax's. */
+static struct sigaction before_segv, before_bus;
+static _Atomic bool installed;
+
+/* Where a fault in this thread's probe goes back to; NULL outside one. */
+static __thread sigjmp_buf *probing TDAX_TLS;
+
+enum access { ARRAY, READ, WRITE };
+
+/* One access a page of each buffer (and each entry of the array); out of
+ * line, so that nothing of the probe's frame lives across its sigsetjmp. */
+__attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum access how)
+{
+	for (int i = 0; i < n; i++) {
+		struct iovec v = *(const volatile struct iovec *)&iov[i];
+		if (how == ARRAY || v.iov_len == 0)
+			continue;
+		uintptr_t a = (uintptr_t)v.iov_base, end = a + v.iov_len;
+		if (end < a)
+			siglongjmp(*probing, 1); /* wraps around: the kernel's EFAULT */
+		for (; a < end; a = (a | (PAGE - 1)) + 1) {
+			volatile char *c = (volatile char *)a;
+			if (how == READ)
+				(void)*c;
+			else
+				*c = *c; /* (the read this is for overwrites it) */
+		}
+	}
+}
+
+static bool probe(const struct iovec *iov, int n, enum access how)
+{
+	if (!atomic_load_explicit(&installed, memory_order_relaxed))
+		return true; /* not attached: nothing of tdax reads the caller's memory */
+	sigjmp_buf back;
+	if (sigsetjmp(back, 0)) {
+		probing = NULL;
+		return false;
+	}
+	probing = &back;
+	touch(iov, n, how);
+	probing = NULL;
+	return true;
+}
+
+bool tdax_fault_iovec_readable(const struct iovec *iov, int n)
+{
+	return probe(iov, n, ARRAY);
+}
+
+bool tdax_fault_readable(const struct iovec *iov, int n)
+{
+	return probe(iov, n, READ);
+}
+
+bool tdax_fault_writable(const struct iovec *iov, int n)
+{
+	return probe(iov, n, WRITE);
+}
+
+/* As if tdax had no handler: the one before it runs; with none, the
+ * default action -- a fault the kernel raised faults again on return, at
+ * the same instruction, one sent (kill) is sent again. */
+static void pass_on(int sig, siginfo_t *si, void *uc, const struct sigaction *before)
+{
+	bool sent = si->si_code <= 0;
+	if (before->sa_flags & SA_SIGINFO) {
+		before->sa_sigaction(sig, si, uc);
+	} else if (before->sa_handler != SIG_IGN && before->sa_handler != SIG_DFL) {
+		before->sa_handler(sig);
+	} else if (before->sa_handler == SIG_DFL || !sent) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		TDAX_REAL(sigaction)(sig, &dfl, NULL);
+		if (sent)
+			raise(sig);
+	}
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	if (probing && si->si_code > 0)
+		siglongjmp(*probing, 1);
+	if (sig == SIGBUS && tdax_watch_sigbus(si->si_addr))
+		return;
+	pass_on(sig, si, uc, sig == SIGSEGV ? &before_segv : &before_bus);
+}
+
+void tdax_fault_start(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	/* NODEFER: a probe's siglongjmp leaves the handler without
+	 * sigreturn, and must not leave its signal blocked. ONSTACK: a fault
+	 * of a program on its alternate signal stack (a stack overflow) is
+	 * still handled there, as its own handler would be. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	TDAX_REAL(sigaction)(SIGBUS, &sa, &before_bus);
+	TDAX_REAL(sigaction)(SIGSEGV, &sa, &before_segv);
+	atomic_store(&installed, true);
+}
