@@ -21,7 +21,7 @@ int fail(const struct tdax_err *e);
 /* "tdax CMD: " fmt (with arg) on stderr, and where to find the usage;
  * returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, const char *arg);
-/* Print s as a JSON string. */
+/* Print s as a JSON string (bytes that are not UTF-8 as \\udcXX, out.c). */
 void json_str(FILE *f, const char *s);
 struct tdax_device;
 /* The device-wide counters as a JSON object. */

@@ -1,5 +1,7 @@
 """tdax metrics (issue #22): the device's counters and gauges in the
 Prometheus text format, read back with prometheus_client's own parser."""
+import json
+import os
 import socket
 import subprocess
 import urllib.error
@@ -166,3 +168,23 @@ os.waitpid(pid, 0)
     c = info(device)["counters"]
     assert c["light_syncs"] + c["real_syncs"] == 3 * 40 * 25 + 2 * 100, (c["light_syncs"], c["real_syncs"], c["logged_writes"], c["unlogged_writes"])
     assert c["logged_writes"] + c["unlogged_writes"] == 3 * 40 * 25 + 2 * 100, (c["light_syncs"], c["real_syncs"], c["logged_writes"], c["unlogged_writes"])
+
+
+def test_status_json_is_unicode_whatever_the_file_names(dev, diskdir):
+    """A file name is bytes: those that are not UTF-8 come out of `tdax
+    status --json` as Python's surrogateescape (U+DC80..U+DCFF), so the
+    output is valid JSON in UTF-8 and os.fsencode gives the name back; a
+    name in UTF-8 comes out as it is."""
+    names = [b"caf\xc3\xa9", b"bad-\xff\xfe", b"half-\xe2\x82", b"ctl\x01\"q\\"]
+    code = r"""
+import os, sys
+for name in sys.argv[2:]:
+    fd = os.open(os.path.join(os.fsencode(sys.argv[1]), os.fsencode(name)), os.O_RDWR | os.O_CREAT, 0o644)
+    for i in range(3):
+        os.write(fd, b"x"); os.fdatasync(fd)
+"""
+    tdax_run(dev, code, diskdir, *[os.fsdecode(n) for n in names])
+    out = subprocess.run([str(TDAX), "status", "--device", dev, "--json"], capture_output=True, check=True).stdout
+    paths = {os.fsencode(f["path"]) for f in json.loads(out.decode("utf-8"))["files"]}
+    assert paths == {os.fsencode(diskdir) + b"/" + n for n in names}, paths
+    assert "café" in out.decode("utf-8")
