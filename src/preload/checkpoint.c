@@ -259,15 +259,20 @@ bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done, bool
 	return false;
 }
 
-int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen)
+int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen, mode_t *mode)
 {
 	*plus1 = 0;
+	if (mode)
+		*mode = 0;
 	/* Most paths name no registered file, and one stat() says so: the
 	 * index knows every inode number the table has (files.h); none at
 	 * all is a load. */
 	struct stat st;
-	if (tdax_files_none(tdax_rt.dev) || tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-	    !tdax_files_may_have(tdax_rt.dev, st.st_ino))
+	if (tdax_files_none(tdax_rt.dev) || tdax_sys_fstatat(dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
+		return -1;
+	if (mode)
+		*mode = st.st_mode;
+	if (!S_ISREG(st.st_mode) || !tdax_files_may_have(tdax_rt.dev, st.st_ino))
 		return -1;
 	/* A path descriptor, and the whole identity through it: opening the
 	 * file itself would break a lease on it, and opening anything but a

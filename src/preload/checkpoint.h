@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Checkpoint a registered file by index, opening it by its path (or
  * through a descriptor of this process when it was renamed or removed
@@ -33,8 +34,9 @@ void tdax_checkpoint_removed(const uint32_t *idx, size_t n);
  * file system allows, else one open read-only), for the caller to close,
  * with *plus1 the file's index + 1 and *gen its generation; -1 with
  * *plus1 = 0 if path names no registered file. One stat() for a path that
- * does not. */
-int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen);
+ * does not; *mode (if not NULL) is what it found, 0 when it found nothing
+ * or made none (no file registered at all). */
+int tdax_checkpoint_open(int dirfd, const char *path, bool follow, uint32_t *plus1, uint32_t *gen, mode_t *mode);
 
 /* Checkpoint the registered file (idx, gen) fd holds (tdax_checkpoint_open) if it has records.
  * Returns 0, or -1 with errno if they could not be written back (they stay

@@ -127,18 +127,19 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 {
 	bool exchange = flags & RENAME_EXCHANGE;
 	uint32_t new_plus1, new_gen, old_plus1, old_gen;
-	int new_fd = tdax_checkpoint_open(newdir, newpath, false, &new_plus1, &new_gen);
-	int old_fd = tdax_checkpoint_open(olddir, oldpath, false, &old_plus1, &old_gen);
+	mode_t old_mode;
+	int new_fd = tdax_checkpoint_open(newdir, newpath, false, &new_plus1, &new_gen, NULL);
+	int old_fd = tdax_checkpoint_open(olddir, oldpath, false, &old_plus1, &old_gen, &old_mode);
 	char old_abs[TDAX_FILE_PATH_MAX + 1], new_abs[TDAX_FILE_PATH_MAX + 1];
 	bool old_dir = false, new_dir = false;
 	/* The paths matter only for a directory (registered files below it
 	 * move along), an exchange, or the test build's durable views: a
-	 * plain file's rename costs one stat() more than the kernel's, and
-	 * none while no file is registered. */
-	struct stat st;
+	 * plain file's rename costs two stat()s more than the kernel's (the
+	 * looks of tdax_checkpoint_open), and none while no file is
+	 * registered. (No mode: nothing at oldpath, or no file registered
+	 * when it looked -- one may be now.) */
 	bool paths = exchange || tdax_shadow_on() ||
-		     (!tdax_files_none(tdax_rt.dev) &&
-		      (tdax_sys_fstatat(olddir, oldpath, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)));
+		     (!tdax_files_none(tdax_rt.dev) && (old_mode == 0 || S_ISDIR(old_mode)));
 	if (paths && !abs_path(olddir, oldpath, old_abs, &old_dir)) {
 		close_both(new_fd, old_fd);
 		return real_rename(olddir, oldpath, newdir, newpath, flags); /* its error */
@@ -190,7 +191,7 @@ int tdax_names_rename(int olddir, const char *oldpath, int newdir, const char *n
 int tdax_names_unlink(int dirfd, const char *path, int flags)
 {
 	uint32_t gen, plus1;
-	int fd = tdax_checkpoint_open(dirfd, path, false, &plus1, &gen);
+	int fd = tdax_checkpoint_open(dirfd, path, false, &plus1, &gen, NULL);
 	char name[TDAX_FILE_PATH_MAX + 1];
 	bool is_dir, named = tdax_shadow_on() && abs_path(dirfd, path, name, &is_dir);
 	if (fd >= 0) {
@@ -224,7 +225,7 @@ int tdax_names_unlink(int dirfd, const char *path, int flags)
 void tdax_names_attrs_changed(int dirfd, const char *path, bool follow)
 {
 	uint32_t plus1, gen;
-	int fd = tdax_checkpoint_open(dirfd, path, follow, &plus1, &gen);
+	int fd = tdax_checkpoint_open(dirfd, path, follow, &plus1, &gen, NULL);
 	if (fd < 0)
 		return;
 	tdax_coherent_attrs_changed(plus1 - 1);
@@ -233,7 +234,7 @@ void tdax_names_attrs_changed(int dirfd, const char *path, bool follow)
 
 void tdax_names_truncate_look(int dirfd, const char *path, bool follow, struct tdax_names_trunc *t)
 {
-	t->fd = tdax_checkpoint_open(dirfd, path, follow, &t->plus1, &t->gen);
+	t->fd = tdax_checkpoint_open(dirfd, path, follow, &t->plus1, &t->gen, NULL);
 	if (t->fd >= 0)
 		t->mark = tdax_coherent_meta_look(t->plus1 - 1);
 }
