@@ -3,8 +3,8 @@
  * program: fork (the child shares the open files), exec (this image ends:
  * its counters reach the device first) and spawns (posix_spawn, system,
  * popen: a child runs another program with this process's descriptors),
- * all of which lease.h follows; and the disposition of the signal of tdax's
- * leases.
+ * all of which lease.h follows; _exit (this image ends without atexit);
+ * and the disposition of the signal of tdax's leases.
  *
  * glibc's execl, execlp, execle, system and popen call its internal execve
  * and clone, which no hook sees: each is hooked for itself. A program that
@@ -18,9 +18,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/sys.h"
 #include "core/trace.h"
+#include "core/util.h"
 #include "preload/promoted.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
@@ -38,16 +41,55 @@ static void handing_on(bool all)
 	}
 }
 
-/* This image ends: the new one starts its own tdax (it inherits LD_PRELOAD
- * and adopts the open descriptors); this one's counters reach the device
- * first. */
-static void before_exec(void)
+/* This image ends: its counters and trace reach the device. */
+static void image_ends(void)
 {
 	if (tdax_on()) {
 		tdax_stats_flush();
 		tdax_trace_flush();
 	}
+}
+
+/* The new image starts its own tdax (it inherits LD_PRELOAD and adopts
+ * the open descriptors). */
+static void before_exec(void)
+{
+	image_ends();
 	handing_on(false);
+}
+
+/* ---- _exit ------------------------------------------------------------ */
+
+/*
+ * _exit and _Exit skip the atexit handlers, tdax's among them (start.c):
+ * a promoted file would lack its deferred bytes until some process's
+ * write-back found the orphan -- a parent that waits for its child and
+ * reads the file would read it short -- and the counters not yet added
+ * would be lost. So the files get their bytes first, as at an exec. Not
+ * in a child of a clone that shares this memory without a fork (its
+ * process ID is not the one tdax knows): what it would settle is its
+ * parent's. (glibc's own children -- posix_spawn's -- exit without this
+ * hook.)
+ */
+static void before_exit(void)
+{
+	if (!tdax_fds || (uint32_t)tdax_syscall(SYS_getpid) != tdax_pid())
+		return;
+	image_ends();
+	tdax_promoted_settle_all();
+}
+
+EXPORT void _exit(int status)
+{
+	before_exit();
+	TDAX_REAL(_exit)(status);
+	for (;;)
+		tdax_syscall(SYS_exit_group, status);
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
 }
 
 /* ---- exec ------------------------------------------------------------ */

@@ -124,6 +124,7 @@ extern struct tdax_runtime tdax_rt;
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
 	X(vfork, pid_t, (void))                                                       \
+	X(_exit, void, (int))                                                         \
 	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))
 
 #define TDAX_REAL_FIELD(name, ret, params) ret(*name) params;

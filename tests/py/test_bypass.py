@@ -943,3 +943,32 @@ def test_a_demoted_files_syncs_stay_light_after_a_long_promoted_run(dev, diskdir
         after = counters(dev)
     assert before["promotions"] == 1 and before["demoted_opened"] == 1, before
     assert after["real_syncs"] - before["real_syncs"] <= 3, (before, after)
+
+
+def test_a_child_that_ends_with_exit_leaves_its_file_whole_for_its_parent(dev, diskdir):
+    """_exit skips atexit, and tdax's last pass with it: a promoted file
+    whose writer ends so (a multiprocessing worker, a forked child) must
+    have its deferred bytes in the file by the time its parent has waited
+    for it -- not only once some write-back finds the orphan."""
+    f = diskdir / "log"
+    code = r"""
+import os, sys, time
+path = sys.argv[1]
+pid = os.fork()
+if pid == 0:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for i in range(300):
+        os.write(fd, b"%06d-%s\n" % (i, b"x" * 57)); os.fdatasync(fd)
+        if i == 0:
+            time.sleep(0.1)  # the write-back thread starts: leases need it
+    os._exit(0)
+os.waitpid(pid, 0)
+with open(path, "rb") as r:
+    print(len(r.read()), flush=True)
+"""
+    p = tdax_run(dev, code, f, env=dict(BYPASS, TDAX_QUIET="1"))
+    c = counters(dev)
+    assert c["promotions"] >= 1 and c["deferred_writes"] >= 250, c
+    want = b"".join(record(i) for i in range(300))
+    assert p.stdout.split() == [str(len(want))], p.stdout
+    assert f.read_bytes() == want
