@@ -12,9 +12,11 @@
 /* Exit codes (documented in docs/cli.md). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
 
-/* Print at most max bytes of s for a terminal: bytes outside printable ASCII
- * as \xNN, a backslash as \\, so no file name can move the cursor or clear
- * the screen. */
+/* Print at most max bytes of s for a terminal: printable ASCII and
+ * well-formed UTF-8 as they are; control characters (C0, C1), invisible and
+ * bidirectional marks, and bytes that are not UTF-8, as \xNN; a backslash
+ * as \\ -- so no file name can move the cursor, clear the screen or pass
+ * for another. */
 void text_str(FILE *f, const char *s, size_t max);
 /* "tdax: MESSAGE" on stderr; returns EXIT_FAIL. */
 int fail(const struct tdax_err *e);

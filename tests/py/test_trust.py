@@ -289,3 +289,18 @@ def test_numeric_owner(users, device):
     assert (st.st_uid, st.st_gid) == (54321, 0)
     assert run(TDAX, "device", "create", "--device", device, "--owner", "nosuchuser-x",
                check=2).returncode == 2
+
+
+def test_a_unicode_file_name_is_shown_as_it_is_and_marks_that_hide_are_escaped(dev, diskdir):
+    """Text output prints a name's well-formed UTF-8 as it is (café), but
+    escapes what a terminal acts on or what hides the name: a C1 control
+    (U+009B, an 8-bit CSI), a right-to-left override (U+202E), a
+    zero-width space -- and bytes that are not UTF-8."""
+    name = "café-\u009b2J-\u202eexe.txt-\u200b-".encode() + b"\xff"
+    code = ("import os, sys\n"
+            "fd = os.open(os.fsencode(sys.argv[1]), os.O_WRONLY | os.O_CREAT, 0o644)\n"
+            "for i in range(3):\n    os.write(fd, b'y'); os.fsync(fd)\n")
+    tdax_run(dev, code, os.fsdecode(os.fsencode(str(diskdir)) + b"/" + name))
+    out = run(TDAX, "status", "--device", dev, check=0).stdout
+    assert "café-\\xc2\\x9b2J-\\xe2\\x80\\xaeexe.txt-\\xe2\\x80\\x8b-\\xff" in out, out
+    assert "\u009b" not in out and "\u202e" not in out and "\u200b" not in out
