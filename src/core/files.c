@@ -102,7 +102,9 @@ static bool igen_of_handle(int fd, const struct statx *stx, long type, uint32_t 
  * generation comes from its handle, or it is EOPNOTSUPP: without it a new
  * file on a reused inode number, born in the same clock tick, passes for a
  * removed one). */
-static int ident(int fd, bool path_only, struct tdax_ident *id)
+/* The identity of the file fd holds; *sealed (if not NULL): is it
+ * append-only or immutable (chattr +a, +i) now? */
+static int ident(int fd, bool path_only, struct tdax_ident *id, bool *sealed)
 {
 	/* statx for the birth time; no timestamp that changes on writes is
 	 * asked for (performance.md: a query of mtime/ctime costs the next
@@ -121,6 +123,8 @@ static int ident(int fd, bool path_only, struct tdax_ident *id)
 	long type;
 	fs_of(fd, &stx, &fsid, &type);
 	*id = (struct tdax_ident){ .ino = stx.stx_ino };
+	if (sealed)
+		*sealed = (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)) != 0;
 	id->dev = fsid ? fsid : (uint64_t)makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	int g = 0;
 	if (path_only) {
@@ -144,12 +148,12 @@ static int ident(int fd, bool path_only, struct tdax_ident *id)
 
 int tdax_ident_of_fd(int fd, struct tdax_ident *id)
 {
-	return ident(fd, false, id);
+	return ident(fd, false, id, NULL);
 }
 
 int tdax_ident_of_path_fd(int fd, struct tdax_ident *id)
 {
-	return ident(fd, true, id);
+	return ident(fd, true, id, NULL);
 }
 
 bool tdax_ident_same(const struct tdax_ident *a, const struct tdax_ident *b)
@@ -590,9 +594,13 @@ int tdax_files_register(struct tdax_device *dev, int fd, const char *path, uint3
 			uint32_t *gen, bool *created, struct tdax_err *err)
 {
 	struct tdax_ident id;
-	if (tdax_ident_of_fd(fd, &id) != 0)
+	bool sealed;
+	if (ident(fd, false, &id, &sealed) != 0)
 		return tdax_errf(err, "%s: not a regular file, or fstat failed: %s", path,
 				 strerror(errno));
+	if (sealed)
+		return tdax_errf(err, "%s: append-only or immutable (chattr +a, +i): recovery could not "
+			"write records into it; tdax leaves this file to the kernel", path);
 	if (path[0] != '/')
 		return tdax_errf(err, "%s: not an absolute path; recovery could not find the file "
 			"again", path);

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -71,9 +72,16 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	if (!tdax_selection_takes(b))
 		return;
 	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
-	uint64_t size;
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
-	if (pos < 0 || fl < 0 || tdax_file_size(fd, &size) != 0 || !tdax_cache_promote(&b->cached, idx, size))
+	struct statx stx;
+	/* Not an append-only or immutable file (chattr +a, +i): tdax's
+	 * write-ins at an offset would fail there (EPERM), where the
+	 * application's own appends do not. */
+	if (pos < 0 || fl < 0 || tdax_statx_fd(fd, STATX_SIZE, &stx) != 0 ||
+	    (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)))
+		return;
+	uint64_t size = stx.stx_size;
+	if (!tdax_cache_promote(&b->cached, idx, size))
 		return;
 	atomic_store(&b->pos, (uint64_t)pos);
 	atomic_store(&b->size, size);

@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import PY, ROOT, TDAX, TDAX_ENV, info, power_cut, run, tdax_run
 
 # Write A and sync, overwrite with B and sync (both lightweight), then the
@@ -370,3 +372,44 @@ print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
     rep = power_cut(dev, moved)
     assert all(f["outcome"] != "unmatched" for f in rep["files"]), rep
     assert moved.read_bytes() == want, "acknowledged data lost"
+
+
+@pytest.mark.parametrize("attr", ["+a", "+i"])
+@pytest.mark.parametrize("mode", ["coherent", "bypass"])
+def test_an_append_only_or_immutable_file_is_left_to_the_kernel(dev, diskdir, attr, mode):
+    """chattr +a lets a file be written only at its end, through O_APPEND;
+    +i not at all. Recovery's replay at an offset would fail there (an
+    open for writing without O_APPEND is refused: acknowledged records
+    stranded in the device after a power cut), and so would bypass mode's
+    write-ins (the application's 5th write failed with EPERM). tdax does not
+    register such a file: its syncs are the kernel's, its writes only the
+    application's."""
+    f = diskdir / "log"
+    f.write_bytes(b"")
+    subprocess.run(["chattr", attr, str(f)], check=True)
+    code = r"""
+import os, sys, time
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+except OSError as e:
+    print("open", e.errno); sys.exit(0)
+for i in range(300):
+    try:
+        os.write(fd, b"%06d\n" % i); os.fdatasync(fd)
+    except OSError as e:
+        print("write", i, e.errno); break
+    if i == 0:
+        time.sleep(0.1)
+print("done")
+"""
+    try:
+        env = {"TDAX_MODE": "bypass"} if mode == "bypass" else {}
+        want = run(PY, "-c", code, f, env={"LD_PRELOAD": ""}).stdout
+        got = tdax_run(dev, code, f, env=env, check=None)
+        assert got.stdout == want, got.stderr
+        c = info(dev)
+        assert c["counters"]["light_syncs"] == 0 and c["live_records"] == 0 and c["counters"]["promotions"] == 0, c
+        if attr == "+a":
+            assert f.read_bytes() == 2 * b"".join(b"%06d\n" % i for i in range(300))
+    finally:
+        subprocess.run(["chattr", attr.replace("+", "-"), str(f)], check=True)
