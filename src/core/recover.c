@@ -256,9 +256,16 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f, const
 		fd = tdax_fd_reopen(pfd, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		e = fd < 0 ? errno : 0;
 	}
+	struct statx stx;
+	bool sealed = e == EPERM && pfd >= 0 && tdax_statx_fd(pfd, STATX_TYPE, &stx) == 0 &&
+		      (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE));
 	as_root(as_other);
 	if (pfd >= 0)
 		tdax_sys_close(pfd);
+	if (sealed) /* made so after tdax registered it (registration refuses such a file) */
+		return refuse(out, TDAX_NOT_PERMITTED, "append-only or immutable (chattr +a, +i): its "
+			      "records stay in the device; chattr -a (or -i) the file and run tdax "
+			      "recover again");
 	/* Only a path that leads nowhere is unmatched (and may be discarded);
 	 * any other failure (EMFILE, ENOMEM, EIO ...) may pass: kept. */
 	if (e)

@@ -413,3 +413,32 @@ print("done")
             assert f.read_bytes() == 2 * b"".join(b"%06d\n" % i for i in range(300))
     finally:
         subprocess.run(["chattr", attr.replace("+", "-"), str(f)], check=True)
+
+
+def test_a_file_made_append_only_after_its_records_is_recovered_once_the_flag_goes(dev, diskdir):
+    """Made append-only after tdax registered it, a file cannot be opened
+    for recovery's writes: `tdax recover` says why and what to do, keeps
+    the records, and a second run after `chattr -a` brings every
+    acknowledged append back."""
+    f = diskdir / "log"
+    code = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(100):
+    os.write(fd, b"%06d\n" % i); os.fdatasync(fd)
+print("acked", flush=True); time.sleep(0.1); os.kill(os.getpid(), 9)
+"""
+    p = tdax_run(dev, code, f, check=None)
+    assert "acked" in p.stdout, p.stderr
+    assert info(dev)["counters"]["light_syncs"] >= 90
+    shadow = Path(str(f) + ".tdax-durable")
+    f.write_bytes(shadow.read_bytes() if shadow.exists() else b"")  # the power cut
+    subprocess.run(["chattr", "+a", str(f)], check=True)
+    try:
+        out = run(TDAX, "recover", "--device", dev, "--power-failure", check=3).stdout  # (3: records kept)
+        assert "not-permitted" in out and "chattr -a" in out, out
+        assert info(dev)["live_records"] > 0
+    finally:
+        subprocess.run(["chattr", "-a", str(f)], check=True)
+    run(TDAX, "recover", "--device", dev, "--power-failure", check=0)
+    assert f.read_bytes() == b"".join(b"%06d\n" % i for i in range(100))
