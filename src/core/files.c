@@ -101,9 +101,8 @@ static bool igen_of_handle(int fd, const struct statx *stx, long type, uint32_t 
 /* The identity of fd; path_only: an O_PATH descriptor (then the inode
  * generation comes from its handle, or it is EOPNOTSUPP: without it a new
  * file on a reused inode number, born in the same clock tick, passes for a
- * removed one). */
-/* The identity of the file fd holds; *sealed (if not NULL): is it
- * append-only or immutable (chattr +a, +i) now? */
+ * removed one). *sealed (if not NULL): is the file append-only or
+ * immutable (chattr +a, +i) now? */
 static int ident(int fd, bool path_only, struct tdax_ident *id, bool *sealed)
 {
 	/* statx for the birth time; no timestamp that changes on writes is

@@ -50,14 +50,16 @@ static bool probe(const struct iovec *iov, int n, enum access how)
 {
 	if (!atomic_load_explicit(&installed, memory_order_relaxed))
 		return true; /* not attached: nothing of tdax reads the caller's memory */
-	sigjmp_buf back;
+	/* (A probe of a signal handler's call inside this thread's own
+	 * probe: the outer one is back in place when the inner one ends.) */
+	sigjmp_buf back, *outer = probing;
 	if (sigsetjmp(back, 0)) {
-		probing = NULL;
+		probing = outer;
 		return false;
 	}
 	probing = &back;
 	touch(iov, n, how);
-	probing = NULL;
+	probing = outer;
 	return true;
 }
 
