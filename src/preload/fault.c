@@ -25,15 +25,18 @@ static __thread sigjmp_buf *probing TDAX_TLS;
 
 enum access { ARRAY, READ, WRITE };
 
-/* One access a page of each buffer (and each entry of the array); out of
- * line, so that nothing of the probe's frame lives across its sigsetjmp. */
-__attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum access how)
+/* One access a page of each buffer, within its first `limit` bytes in all
+ * (and each entry of the array); out of line, so that nothing of the
+ * probe's frame lives across its sigsetjmp. */
+__attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum access how, size_t limit)
 {
 	for (int i = 0; i < n; i++) {
 		struct iovec v = *(const volatile struct iovec *)&iov[i];
-		if (how == ARRAY || v.iov_len == 0)
+		if (how == ARRAY || v.iov_len == 0 || limit == 0)
 			continue;
-		uintptr_t a = (uintptr_t)v.iov_base, end = a + v.iov_len;
+		size_t len = v.iov_len < limit ? v.iov_len : limit;
+		limit -= len;
+		uintptr_t a = (uintptr_t)v.iov_base, end = a + len;
 		if (end < a)
 			siglongjmp(*probing, 1); /* wraps around: the kernel's EFAULT */
 		for (; a < end; a = (a | (PAGE - 1)) + 1) {
@@ -46,7 +49,7 @@ __attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum
 	}
 }
 
-static bool probe(const struct iovec *iov, int n, enum access how)
+static bool probe(const struct iovec *iov, int n, enum access how, size_t limit)
 {
 	if (!atomic_load_explicit(&installed, memory_order_relaxed))
 		return true; /* not attached: nothing of tdax reads the caller's memory */
@@ -58,24 +61,24 @@ static bool probe(const struct iovec *iov, int n, enum access how)
 		return false;
 	}
 	probing = &back;
-	touch(iov, n, how);
+	touch(iov, n, how, limit);
 	probing = outer;
 	return true;
 }
 
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n)
 {
-	return probe(iov, n, ARRAY);
+	return probe(iov, n, ARRAY, 0);
 }
 
 bool tdax_fault_readable(const struct iovec *iov, int n)
 {
-	return probe(iov, n, READ);
+	return probe(iov, n, READ, SIZE_MAX);
 }
 
-bool tdax_fault_writable(const struct iovec *iov, int n)
+bool tdax_fault_writable(const struct iovec *iov, int n, size_t len)
 {
-	return probe(iov, n, WRITE);
+	return probe(iov, n, WRITE, len);
 }
 
 /* As if tdax had no handler: the one before it runs; with none, the

@@ -23,9 +23,9 @@ void tdax_fault_start(void);
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n);
 /* Can the array and every buffer it names be read? */
 bool tdax_fault_readable(const struct iovec *iov, int n);
-/* Can the array be read and every buffer it names be written? The probe
- * writes back the byte it read, one per page: the caller is about to
- * fill the buffers. */
-bool tdax_fault_writable(const struct iovec *iov, int n);
+/* Can the array be read and the first len bytes of the buffers it names
+ * be written? The probe writes back the byte it read, one a page, only
+ * where the caller is about to write: a read's len, not what it asked. */
+bool tdax_fault_writable(const struct iovec *iov, int n, size_t len);
 
 #endif

@@ -190,9 +190,7 @@ bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off
 	struct tdax_promoted *b = locked_if_promoted(fd);
 	if (!b)
 		return false;
-	/* (Buffers that are not the caller's to write: the kernel's EFAULT,
-	 * after a demotion.) */
-	if (!b->readable || !tdax_fault_writable(iov, n)) {
+	if (!b->readable || !tdax_fault_iovec_readable(iov, n)) {
 		tdax_promoted_unlock(b);
 		return false;
 	}
@@ -203,6 +201,12 @@ bool tdax_promoted_read_slow(int fd, const struct iovec *iov, int n, int64_t off
 		len = size - at < want ? (size_t)(size - at) : want;
 	if (len > 0x7ffff000u)
 		len = 0x7ffff000u; /* Linux's most for one read */
+	/* (Buffers that are not the caller's to write: the kernel's EFAULT,
+	 * after a demotion.) */
+	if (!tdax_fault_writable(iov, n, len)) {
+		tdax_promoted_unlock(b);
+		return false;
+	}
 	/* From the blocks if every one is cached; else the kernel's copy of
 	 * [at, at + len) (zeros beyond its end), the cached blocks over it. */
 	if (!tdax_cache_read(&b->cached, at, iov, n, len)) {
