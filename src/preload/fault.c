@@ -23,16 +23,16 @@ static _Atomic bool installed;
 /* Where a fault in this thread's probe goes back to; NULL outside one. */
 static __thread sigjmp_buf *probing TDAX_TLS;
 
-enum access { ARRAY, READ, WRITE };
+enum access { READ, WRITE };
 
 /* One access a page of each buffer, within its first `limit` bytes in all
- * (and each entry of the array); out of line, so that nothing of the
+ * (0: only the entries of the array); out of line, so that nothing of the
  * probe's frame lives across its sigsetjmp. */
 __attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum access how, size_t limit)
 {
 	for (int i = 0; i < n; i++) {
 		struct iovec v = *(const volatile struct iovec *)&iov[i];
-		if (how == ARRAY || v.iov_len == 0 || limit == 0)
+		if (v.iov_len == 0 || limit == 0)
 			continue;
 		size_t len = v.iov_len < limit ? v.iov_len : limit;
 		limit -= len;
@@ -68,7 +68,7 @@ static bool probe(const struct iovec *iov, int n, enum access how, size_t limit)
 
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n)
 {
-	return probe(iov, n, ARRAY, 0);
+	return probe(iov, n, READ, 0);
 }
 
 bool tdax_fault_readable(const struct iovec *iov, int n)
