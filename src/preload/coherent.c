@@ -12,6 +12,7 @@
 #include "preload/wake.h"
 #include "core/recover.h"
 #include "core/shadow.h"
+#include "core/sys.h"
 #include "core/testaid.h"
 #include "core/trace.h"
 #include "core/util.h"
@@ -308,6 +309,52 @@ bool tdax_coherent_created(int fd, uint32_t idx, uint32_t gen, uint32_t mode)
 	atomic_fetch_add(&f->rt.named, 1);
 	tdax_count(TDAX_ST_LOGGED_CREATES, 1);
 	return mark_holds(&f->rt, m);
+}
+
+/*
+ * Whatever changes the file meanwhile is left to the guards: the count of
+ * uncovered changes is taken first (a join of another descriptor, an
+ * unlogged write, a metadata change after it leaves the file uncovered),
+ * and the mark (a logged write in flight or made meanwhile may be older
+ * in the log than the bytes read back, which would then be replayed over
+ * it). Any of them: the records stay, harmless (they hold what the file
+ * held), and the sync is real.
+ */
+bool tdax_coherent_cover_made(int fd, uint32_t idx, uint32_t gen)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	struct tdax_file_rt *rt = &f->rt;
+	uint64_t unc = atomic_load(&rt->uncovered);
+	struct tdax_meta_mark m = tdax_coherent_meta_look(idx);
+	struct stat st;
+	uint64_t seq;
+	if (tdax_sys_fstat(fd, &st) != 0 || (uint64_t)st.st_size > TDAX_COHERENT_COVER_MAX)
+		return false;
+	char path[TDAX_FILE_PATH_MAX];
+	memcpy(path, f->path, sizeof(path)); /* a copy: a rename may rewrite it meanwhile */
+	path[sizeof(path) - 1] = '\0';
+	if (f->gen != gen || tdax_log_create(dev, idx, gen, path, (uint32_t)st.st_mode & 07777, &seq) != 0)
+		return false;
+	has_records(idx);
+	atomic_fetch_add(&rt->named, 1);
+	tdax_count(TDAX_ST_LOGGED_CREATES, 1);
+	uint64_t size = (uint64_t)st.st_size;
+	char buf[4096];
+	for (uint64_t off = 0; off < size;) {
+		size_t want = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+		ssize_t n = tdax_sys_pread(fd, buf, want, (off_t)off);
+		struct iovec iov = { buf, n > 0 ? (size_t)n : 0 };
+		if (n <= 0 || !log_iov(idx, gen, off, &iov, 1, (size_t)n))
+			return false; /* (shrunk meanwhile: a change of its own, uncovered) */
+		off += (uint64_t)n;
+	}
+	atomic_store(&rt->size_seen, size);
+	if (!mark_holds(rt, m))
+		return false;
+	atomic_fetch_add(&rt->logged_bytes, size); /* (after the mark: its own bytes are no change) */
+	tdax_count(TDAX_ST_LOGGED_BYTES, size);
+	return atomic_compare_exchange_strong(&rt->uncovered, &unc, 0);
 }
 
 void tdax_coherent_attrs_changed(uint32_t idx)

@@ -73,6 +73,18 @@ void tdax_coherent_after_write(const struct tdax_fd *e, uint64_t off, const stru
 bool tdax_coherent_log_only(const struct tdax_fd *e, uint64_t off, const struct iovec *iov, int iovcnt,
 			    size_t r);
 
+/*
+ * The first sync of a file the process made (O_CREAT, empty), registered
+ * only now (policy always registers a file at its first sync, manage.c):
+ * log its creation -- it was empty then -- and every byte it holds, read
+ * back from the page cache, so that this sync is answered from the log as
+ * the later ones are. Only a file of at most TDAX_COHERENT_COVER_MAX bytes
+ * (a larger one's first sync is real: cheaper than copying it). True if
+ * the file is covered now; false leaves it uncovered (its sync is real).
+ */
+bool tdax_coherent_cover_made(int fd, uint32_t idx, uint32_t gen);
+#define TDAX_COHERENT_COVER_MAX (256u << 10)
+
 /* Bytes p[0..len) of an explicit mapping (explicit.h) are at off of file
  * (idx, gen) in the page cache: log them, if every range under them is
  * logged, and make the records durable. True if they are durable in the

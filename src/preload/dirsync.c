@@ -107,27 +107,92 @@ void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l)
 		look_at(dirfd, path, l);
 }
 
+/* The change after look l; *now is the directory after it. True if it
+ * counted as one the log does not hold. */
+static bool change(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged,
+		   struct tdax_dir_look *now)
+{
+	if (!counted() || !look_at(dirfd, path, now))
+		return false;
+	bool same = l && l->valid && l->dev == now->dev && l->ino == now->ino;
+	struct tdax_dir_slot *s = tdax_dir_slot(tdax_rt.dev, now->dev, now->ino);
+	if (same && now->ctime == l->ctime)
+		return false; /* nothing changed (the call failed, or found the file there) */
+	if (same && logged) {
+		/* Held by the log: the guard moves on, if nothing else
+		 * changed the directory since the look. */
+		uint64_t was = l->ctime;
+		if (atomic_load(&s->dev) == now->dev && atomic_load(&s->ino) == now->ino)
+			atomic_compare_exchange_strong(&s->ctime_ns, &was, now->ctime);
+		return false;
+	}
+	atomic_fetch_add(&s->unlogged, 1);
+	return true;
+}
+
 void tdax_dirsync_changed(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged)
 {
-	if (!counted())
-		return;
 	int err = errno;
 	struct tdax_dir_look now;
-	if (look_at(dirfd, path, &now)) {
-		bool same = l && l->valid && l->dev == now.dev && l->ino == now.ino;
-		struct tdax_dir_slot *s = tdax_dir_slot(tdax_rt.dev, now.dev, now.ino);
-		if (same && now.ctime == l->ctime) {
-			; /* nothing changed (the call failed, or found the file there) */
-		} else if (same && logged) {
-			/* Held by the log: the guard moves on, if nothing else
-			 * changed the directory since the look. */
-			uint64_t was = l->ctime;
-			if (atomic_load(&s->dev) == now.dev && atomic_load(&s->ino) == now.ino)
-				atomic_compare_exchange_strong(&s->ctime_ns, &was, now.ctime);
-		} else {
-			atomic_fetch_add(&s->unlogged, 1);
-		}
+	change(dirfd, path, l, logged, &now);
+	errno = err;
+}
+
+/* This thread's last creation of a file whose record was to come later
+ * (tdax_dirsync_made): the file, its directory, the directory's change
+ * time before and after it. fino 0: none; it is written last (a signal
+ * handler's open on the same thread may come in between: what it leaves
+ * torn fails the looks of tdax_dirsync_made_logged). */
+static __thread struct {
+	uint64_t fdev, fino;
+	uint64_t dev, ino, before, after;
+} made TDAX_TLS;
+
+void tdax_dirsync_made(int dirfd, const char *path, const struct tdax_dir_look *l, uint64_t fdev,
+		       uint64_t fino)
+{
+	int err = errno;
+	struct tdax_dir_look now;
+	made.fino = 0;
+	if (change(dirfd, path, l, false, &now) && l->valid && l->dev == now.dev && l->ino == now.ino) {
+		made.fdev = fdev;
+		made.dev = now.dev;
+		made.ino = now.ino;
+		made.before = l->ctime;
+		made.after = now.ctime;
+		atomic_signal_fence(memory_order_release);
+		made.fino = fino;
 	}
+	errno = err;
+}
+
+/*
+ * Its creation counted as a change the log does not hold (the slot's
+ * `unlogged`, 1 if it is the only one) and left the guard's change time
+ * where it was (`before`). If both are still so, and the directory's
+ * change time is still the one the creation left (`after`: nothing changed
+ * it since), the creation alone stood between the directory and an
+ * answer from the log: the guard moves on as if it had been logged at
+ * once. Anything else -- another change, a real sync of the directory
+ * meanwhile -- and the directory's next sync stays real.
+ */
+void tdax_dirsync_made_logged(uint64_t fdev, uint64_t fino, const char *file_path)
+{
+	if (!made.fino || made.fino != fino || made.fdev != fdev)
+		return;
+	atomic_signal_fence(memory_order_acquire);
+	int err = errno;
+	struct tdax_dir_look now;
+	if (look_at(AT_FDCWD, file_path, &now) && now.dev == made.dev && now.ino == made.ino &&
+	    now.ctime == made.after) {
+		struct tdax_dir_slot *s = tdax_dir_slot(tdax_rt.dev, now.dev, now.ino);
+		uint64_t was = made.before;
+		uint64_t one = 1;
+		if (atomic_load(&s->dev) == now.dev && atomic_load(&s->ino) == now.ino &&
+		    atomic_compare_exchange_strong(&s->ctime_ns, &was, made.after))
+			atomic_compare_exchange_strong(&s->unlogged, &one, 0);
+	}
+	made.fino = 0;
 	errno = err;
 }
 

@@ -26,6 +26,19 @@ void tdax_dirsync_look(int dirfd, const char *path, struct tdax_dir_look *l);
  * next sync is real. l may be NULL (nothing looked at: not logged). */
 void tdax_dirsync_changed(int dirfd, const char *path, const struct tdax_dir_look *l, bool logged);
 
+/* After an open at dirfd/path that made a file (device, inode fdev, fino)
+ * whose creation is not a record yet but may become one at its first sync
+ * (manage.c: policy always): a change the log does not hold, as
+ * tdax_dirsync_changed counts it, remembered by the thread. */
+void tdax_dirsync_made(int dirfd, const char *path, const struct tdax_dir_look *l, uint64_t fdev,
+		       uint64_t fino);
+
+/* The creation of file (fdev, fino), now at file_path, is a record now:
+ * if it was this thread's last made (tdax_dirsync_made) and nothing else
+ * changed its directory since, the directory's next sync may be answered
+ * from the log as if it had been logged at once. */
+void tdax_dirsync_made_logged(uint64_t fdev, uint64_t fino, const char *file_path);
+
 /* fsync/fdatasync of a descriptor tdax does not manage: a directory's is
  * answered from the log when it may be, else (and anything else) is the
  * kernel's. Returns what the call returns. */

@@ -29,6 +29,10 @@ enum {
 	TDAX_FD_DSYNC = 2,  /* O_DSYNC: written through the twin, then a data sync */
 	TDAX_FD_SYNC = 4,   /* O_SYNC: written through the twin, then a sync */
 	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
+	/* Unregistered mode: the open made the file (O_CREAT, empty) and may
+	 * read it back, so its first sync may log what it holds (coherent.h:
+	 * tdax_coherent_cover_made). */
+	TDAX_FD_MADE = 16,
 };
 /* file_plus1 of a descriptor whose file has no entry yet (unregistered.h);
  * its gen is then the device's count of registrations at the last look. */

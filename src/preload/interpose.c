@@ -94,7 +94,10 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 		tdax_fd_forget(fd); /* the number may have been a managed file's */
 	else if (fd >= 0 && (tdax_on() || (tdax_manage_wants(fd, flags) && tdax_attach_opening(fd))))
 		logged = tdax_manage(fd, path, flags);
-	if (flags & O_CREAT)
+	const struct tdax_fd *made = (flags & O_CREAT) && !logged ? tdax_fd_get(fd) : NULL;
+	if (made && (made->flags & TDAX_FD_MADE))
+		tdax_dirsync_made(dirfd, path, &dir, made->dev, made->ino); /* a record at its first sync */
+	else if (flags & O_CREAT)
 		tdax_dirsync_changed(dirfd, path, &dir, logged);
 	errno = e;
 	return fd;

@@ -237,18 +237,27 @@ static uint16_t fd_flags(int flags)
 /*
  * Can fd wait for its file's registration (unregistered.h)? Not when the
  * file has an entry already (the descriptor joins it), nor when its writes
- * must be durable at once (O_SYNC, O_DSYNC), every write is to be logged
- * (policy always) or traced (a trace has every write of every file opened
- * for writing), the process cannot see its own writes (io_uring), or the
- * file is made at the name of a removed one whose stream it takes up
- * (tracking.h: heirs). The count of registrations is read before the
- * index: an entry made after the look moves it.
+ * must be durable at once (O_SYNC, O_DSYNC), every write is to be traced
+ * (a trace has every write of every file opened for writing), the process
+ * cannot see its own writes (io_uring), the file is made at the name of a
+ * removed one whose stream it takes up (tracking.h: heirs).
+ *
+ * Policy always logs every write of a file from its first sync on: what is
+ * written before that is promised nothing, so a file never synced
+ * (SQLite's rollback journal with synchronous=OFF, a temporary file) costs
+ * what it costs without tdax. A file the open made waits only if it can be
+ * read back (O_RDWR, through the page cache): its first sync logs its
+ * creation and what it holds (unregistered.c). One made write-only is
+ * registered at once, its creation and every write logged, as is every
+ * file opened with O_DIRECT (whose writes are never logged, each counted
+ * so) or in bypass mode (which promotes at the open).
  */
-static bool may_wait(enum tdax_heir heir, int flags, const struct stat *st, uint32_t *count)
+static bool may_wait(enum tdax_heir heir, int flags, bool made, const struct stat *st, uint32_t *count)
 {
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
-	return !(flags & O_DSYNC) && tdax_rt.policy != TDAX_POLICY_ALWAYS && !tdax_tracing &&
-	       !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
+	bool always_waits = !tdax_rt.bypass && !(flags & O_DIRECT) && (!made || (flags & O_ACCMODE) == O_RDWR);
+	return !(flags & O_DSYNC) && (tdax_rt.policy != TDAX_POLICY_ALWAYS || always_waits) &&
+	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
 	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
 }
 
@@ -262,11 +271,11 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		return false;
 	bool made = (flags & O_CREAT) && st.st_size == 0;
 	enum tdax_heir heir = path_or_null && made ? tdax_tracking_heir(path_or_null) : TDAX_HEIR_NONE;
-	if (may_wait(heir, flags, &st, &count)) {
+	if (may_wait(heir, flags, made, &st, &count)) {
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
 			.mode = TDAX_MODE_UNREGISTERED,
-			.flags = fd_flags(flags),
+			.flags = fd_flags(flags) | (made && (flags & O_ACCMODE) == O_RDWR ? TDAX_FD_MADE : 0),
 			.dev = st.st_dev, .ino = st.st_ino,
 			.pos = path_or_null ? 0 : position(fd),
 			.opened_in = opened_in(path_or_null),
@@ -327,19 +336,19 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
  * what this descriptor wrote since counted in no entry. The same for a
  * descriptor in unregistered mode whose file needs an entry now: it joins
  * the file's entry, or makes one. Nothing to register: the descriptor goes
- * to the kernel.
+ * to the kernel. True if this made the file's entry.
  */
-void tdax_manage_again(int fd)
+bool tdax_manage_again(int fd)
 {
 	uint32_t idx, gen;
 	bool created;
 	struct tdax_fd *e = &tdax_fds[fd];
 	uint32_t old = e->file_plus1;
 	if (!old)
-		return;
+		return false;
 	if (register_fd(fd, NULL, NULL, &idx, &gen, &created) != 0) {
 		tdax_fd_forget(fd);
-		return;
+		return false;
 	}
 	tdax_fd_hold(idx);
 	uint32_t old_gen = e->gen;
@@ -347,7 +356,7 @@ void tdax_manage_again(int fd)
 	if (!__atomic_compare_exchange_n(&e->file_plus1, &old, idx + 1, false, __ATOMIC_RELEASE,
 					 __ATOMIC_RELAXED)) {
 		tdax_fd_unhold(idx, gen); /* another thread of the process was first */
-		return;
+		return false;
 	}
 	if (old == TDAX_FD_UNREGISTERED) {
 		/* Its writes did not keep the estimate of where the next one lands. */
@@ -359,7 +368,15 @@ void tdax_manage_again(int fd)
 		atomic_store(&e->opened_in, 0);
 		tdax_fd_unhold(old - 1, old_gen);
 	}
-	tdax_coherent_changed(fd, e, TDAX_FB_METADATA); /* its mode (choose_mode) */
+	/* Its mode (choose_mode), and what it wrote unseen: the next sync is
+	 * real. A new entry is uncovered already (files.h), and nothing fell
+	 * back: a file registered when it first needs an entry. */
+	uint64_t size;
+	if (!created || old != TDAX_FD_UNREGISTERED)
+		tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+	else if (tdax_file_size(fd, &size) == 0)
+		atomic_store(&tdax_rt_of(idx)->size_seen, size);
+	return created;
 }
 
 void tdax_manage_stdio(int fd)

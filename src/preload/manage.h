@@ -42,8 +42,9 @@ static inline bool tdax_manage_current(const struct tdax_fd *e)
 
 /* fd's entry is not current, or fd's file has none yet (unregistered.h):
  * register its file (again), in place, or give fd to the kernel; the
- * next sync is real. */
-void tdax_manage_again(int fd);
+ * next sync is real. True if this made the file's entry (no other
+ * descriptor anywhere had one). */
+bool tdax_manage_again(int fd);
 
 /* to is now a duplicate of from (dup, dup2, F_DUPFD): it shares from's
  * entry. A number beyond the table makes the file kernel-only (writes

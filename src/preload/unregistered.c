@@ -18,10 +18,12 @@
 #include "preload/unregistered.h"
 #include "core/files.h"
 #include "preload/coherent.h"
+#include "preload/dirsync.h"
 #include "preload/manage.h"
 #include "preload/tracking.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The file's entry, registered now in place (the descriptor joins the
@@ -79,6 +81,26 @@ static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, 
 	return tdax_unregistered_wrote(fd, e, tdax_mode_real_write(fd, iov, n, off, rwf));
 }
 
+/* Policy always: every file's first sync registers it, and the first sync
+ * of a small file this descriptor's open made is answered from the log --
+ * its creation and what it holds become records (coherent.h). */
+static const struct tdax_fd *register_always(int fd, const struct tdax_fd *e)
+{
+	bool made = e->flags & TDAX_FD_MADE;
+	bool created = tdax_manage_again(fd);
+	const struct tdax_fd *r = tdax_fd_get(fd);
+	if (!r || r->mode == TDAX_MODE_UNREGISTERED)
+		return NULL;
+	uint32_t idx = r->file_plus1 - 1;
+	char path[TDAX_FILE_PATH_MAX];
+	if (made && created && tdax_coherent_cover_made(fd, idx, r->gen)) {
+		memcpy(path, tdax_file_at(tdax_rt.dev, idx)->path, sizeof(path)); /* (a rename may rewrite it) */
+		path[sizeof(path) - 1] = '\0';
+		tdax_dirsync_made_logged(r->dev, r->ino, path);
+	}
+	return r;
+}
+
 /* A sync that begins a stream (tracking.h) registers the file: the policy
  * can learn from it. A lone one -- a file synced once, when it is made or
  * before it is closed -- is the kernel's and leaves no entry. */
@@ -86,7 +108,9 @@ static int sync_(int fd, const struct tdax_fd *e, bool datasync)
 {
 	uint64_t now = tdax_coarse_ns();
 	uint64_t prev = atomic_exchange_explicit(&tdax_fds[fd].synced_ns, now, memory_order_relaxed);
-	const struct tdax_fd *r = tdax_tracking_stream(prev, now) ? register_now(fd) : joined(fd, e);
+	const struct tdax_fd *r = tdax_rt.policy == TDAX_POLICY_ALWAYS ? register_always(fd, e)
+				  : tdax_tracking_stream(prev, now) ? register_now(fd)
+				  : joined(fd, e);
 	if (r) {
 		/* The stream that registered it goes on in its entry: this sync
 		 * is its second (the policy counts its writebacks). */

@@ -1,9 +1,10 @@
 /*
  * vforkclose -- a vfork child that closes a descriptor on its way out, as
  * a shell's or a spawner's child may before it execs: vfork, close(FD) in
- * the child, _exit. Then, in the parent, write LINE through FD. For
- * tests/py/test_holes.py: under tdax, in a process that has not attached,
- * the child's close must not change what the parent knows of FD.
+ * the child, _exit. Then, in the parent, write LINE through FD and sync
+ * it, twice. For tests/py/test_holes.py: under tdax, in a process that has
+ * not attached, the child's close must not change what the parent knows
+ * of FD.
  *
  * usage: tdax-vforkclose FD LINE
  */
@@ -31,9 +32,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	size_t n = strlen(argv[2]);
-	if (write(fd, argv[2], n) != (ssize_t)n) {
-		perror("write");
-		return 1;
+	for (int i = 0; i < 2; i++) {
+		if (write(fd, argv[2], n) != (ssize_t)n || fdatasync(fd) != 0) {
+			perror("write");
+			return 1;
+		}
 	}
 	return 0;
 }

@@ -89,9 +89,9 @@ def raw(d, oracle):
             else:
                 os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
             offs[name] = 0
-        if seq % 10 == 0:  # a file that lives for two syncs (SQLite's rollback journal)
-            path = os.path.join(d, "scratch")
-            s_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        if seq % 10 == 0:  # a file that lives for two syncs (SQLite's rollback journal,
+            path = os.path.join(d, "scratch")  # read-write as SQLite opens it)
+            s_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             os.write(s_fd, rec)
             os.fdatasync(s_fd)
             os.write(s_fd, rec)

@@ -1,0 +1,138 @@
+"""Policy always from a file's first sync on (src/preload/manage.c may_wait,
+unregistered.c, coherent.c tdax_coherent_cover_made, dirsync.c): a file
+that is never synced costs no entry and no record; the first sync of a
+small file the process made (and may read back) is answered from the log,
+its creation and every byte it holds logged then; a directory sync after
+it is answered from the log only if nothing else changed the directory.
+Power cuts are real ones, of an ext4 on a volatile disk."""
+import json
+
+import pytest
+
+from conftest import TDAX, info, run, tdax_run
+
+# No write-back pass before the crash: it would make everything durable.
+HOLD = {"TDAX_WB_INTERVAL_MS": "10000"}
+
+MADE = r"""
+import os, sys
+path, size, access, other = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+os.close(os.open(path + ".other", os.O_RDWR | os.O_CREAT))  # tdax attaches (at a first open)
+os.fsync(dfd)                            # real: the directory's guard starts here
+fd = os.open(path, (os.O_RDWR if access == "rw" else os.O_WRONLY) | os.O_CREAT, 0o640)
+data = bytes((i * 7 + i // 4096) % 251 for i in range(size))
+for off in range(0, size, 1000):        # many small writes, none logged yet
+    os.pwrite(fd, data[off:off + 1000], off)
+if other == "mkdir":
+    os.mkdir(os.path.join(os.path.dirname(path), "sub"))  # a change the log does not hold
+os.fdatasync(fd)                         # acknowledged
+if other != "no-dir-sync":
+    os.fsync(dfd)                        # the name acknowledged
+print("done", flush=True)
+os._exit(0)  # no write-back pass (a checkpoint would make it all durable); the counters kept
+"""
+
+
+def expected(size):
+    return bytes((i * 7 + i // 4096) % 251 for i in range(size))
+
+
+def made_and_cut(dev, voldisk, size, access="rw", other="none"):
+    """MADE under policy always, the power cut and the reboot: the
+    counters as the run left them."""
+    path = voldisk.mnt / "made"
+    p = tdax_run(dev, MADE, path, size, access, other, env=HOLD, check=None)
+    assert "done" in p.stdout, p.stdout + p.stderr
+    counters = info(dev)["counters"]
+    voldisk.cut()
+    voldisk.reboot()
+    return path, counters
+
+
+def recover(dev):
+    r = run(TDAX, "recover", "--device", dev, "--power-failure", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_file_never_synced_costs_no_entry_and_no_record(dev, diskdir):
+    """SQLite's rollback journal with synchronous=OFF, a temporary file:
+    made, written, removed, never synced. Written to an existing file
+    without a sync, the same. (A file made write-only is registered at its
+    open: its first sync could not read it back.)"""
+    code = r"""
+import os, sys
+d = sys.argv[1]
+for i in range(50):
+    fd = os.open(os.path.join(d, "journal"), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"j" * 4096); os.pwrite(fd, b"k" * 512, 0)
+    os.close(fd)
+    os.unlink(os.path.join(d, "journal"))
+fd = os.open(os.path.join(d, "old"), os.O_RDWR)
+os.write(fd, b"after"); os.close(fd)
+"""
+    (diskdir / "old").write_bytes(b"before")
+    tdax_run(dev, code, diskdir, check=0)
+    c = info(dev)["counters"]
+    assert c["logged_writes"] == 0 and c["logged_creates"] == 0 and c["logged_bytes"] == 0, c
+    assert info(dev)["files_registered"] == 0
+    tdax_run(dev, code.replace("os.O_RDWR | os.O_CREAT", "os.O_WRONLY | os.O_CREAT"), diskdir, check=0)
+    c = info(dev)["counters"]
+    assert c["logged_creates"] == 50 and c["logged_writes"] == 100, c
+
+
+@pytest.mark.parametrize("size", [0, 10, 4096, 9000, 256 << 10])
+def test_the_first_sync_of_a_made_file_is_answered_from_the_log(dev, voldisk, size):
+    """Its creation and every byte are records: the cut undid the creation
+    (no real sync made anything durable), recovery makes the file again
+    with what was acknowledged -- bytes, size, mode."""
+    path, c = made_and_cut(dev, voldisk, size)
+    assert c["light_syncs"] == 1 and c["real_syncs"] == 0, c
+    assert c["logged_creates"] == 1 and c["logged_bytes"] == size and c["logged_writes"] == 0, c
+    assert c["light_dir_syncs"] == 1, c
+    assert not path.exists()
+    rep = recover(dev)
+    assert path.read_bytes() == expected(size), rep
+    assert path.stat().st_mode & 0o7777 == 0o640
+    assert "made anew" in rep["files"][0]["reason"], rep
+
+
+def test_a_made_file_larger_than_the_copy_bound_is_synced_for_real(dev, voldisk):
+    """Past TDAX_COHERENT_COVER_MAX (256 KiB) the copy would cost more than
+    the sync: the kernel's, which makes the bytes and the name durable."""
+    size = (256 << 10) + 1
+    path, c = made_and_cut(dev, voldisk, size, other="no-dir-sync")
+    assert c["real_syncs"] == 1 and c["light_syncs"] == 0 and c["logged_bytes"] == 0, c
+    assert path.read_bytes() == expected(size)  # without recovery: the kernel had it
+
+
+def test_a_made_file_synced_without_a_directory_sync_is_made_anew(dev, voldisk):
+    """The file's sync alone answers for its name as an ext4 fsync does:
+    recovery makes it again."""
+    path, c = made_and_cut(dev, voldisk, 5000, other="no-dir-sync")
+    assert c["light_syncs"] == 1 and c["real_syncs"] == 0, c
+    assert not path.exists()
+    recover(dev)
+    assert path.read_bytes() == expected(5000)
+
+
+def test_a_directory_changed_by_something_else_is_synced_for_real(dev, voldisk):
+    """A mkdir between the file's open and its first sync: the log holds
+    the file's creation then, but not the new directory, so the directory
+    sync must be the kernel's -- after the cut both are there."""
+    path, c = made_and_cut(dev, voldisk, 5000, other="mkdir")
+    assert c["light_syncs"] == 1 and c["light_dir_syncs"] == 0, c
+    assert (voldisk.mnt / "sub").is_dir() and path.exists()  # the real directory sync had both
+    recover(dev)
+    assert path.read_bytes() == expected(5000)
+
+
+def test_a_made_file_opened_write_only_is_registered_at_its_open(dev, voldisk):
+    """Its first sync could not read it back: its creation and its writes
+    are records from the open on, as before."""
+    path, c = made_and_cut(dev, voldisk, 5000, access="wo")
+    assert c["light_syncs"] == 1 and c["logged_creates"] == 1 and c["logged_writes"] == 5, c
+    assert not path.exists()
+    recover(dev)
+    assert path.read_bytes() == expected(5000)
