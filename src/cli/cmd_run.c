@@ -140,6 +140,41 @@ static int prepare_device(const char *path, bool explicit_path, struct tdax_err 
 	return rc;
 }
 
+/* Would execvp find cmd (a '/' in it: that file; else the first entry of
+ * PATH that has it)? 0, or the error it would fail with: ENOENT, or
+ * EACCES for a file found that may not be run. Asked before the device is
+ * touched, so that a mistyped command makes no default device. */
+static int runnable(const char *cmd)
+{
+	if (strchr(cmd, '/'))
+		return access(cmd, X_OK) == 0 ? 0 : errno;
+	const char *path = getenv("PATH");
+	int err = ENOENT;
+	for (const char *p = path ? path : "/bin:/usr/bin";;) {
+		const char *colon = strchrnul(p, ':');
+		char full[PATH_MAX];
+		struct stat st;
+		int n = snprintf(full, sizeof(full), "%.*s%s%s", (int)(colon - p), p, colon == p ? "" : "/", cmd);
+		if (*cmd && n > 0 && n < (int)sizeof(full) && stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (access(full, X_OK) == 0)
+				return 0;
+			err = EACCES;
+		}
+		if (!*colon)
+			return err;
+		p = colon + 1;
+	}
+}
+
+/* The command could not be run: exec's error, and the shell's status. */
+static int cannot_run(const char *cmd, int err)
+{
+	fputs("tdax: cannot run ", stderr);
+	text_str(stderr, cmd, PATH_MAX);
+	fprintf(stderr, ": %s\n", strerror(err));
+	return err == ENOENT ? 127 : 126;
+}
+
 /* Never a silent no-op: say so at start when CMD's file calls cannot reach
  * libtdax.so (program.h) and nothing else sees them; why_not says why
  * --intercept syscall does not. */
@@ -282,6 +317,9 @@ int cmd_run(int argc, char **argv)
 		return usage_error("run", "%s", "--intercept syscall works in coherent mode only");
 	char why_not[256] = "";
 	bool trap = trap_calls(intercept, kind, bypass, why_not, sizeof(why_not));
+	int nope = runnable(argv[optind]);
+	if (nope)
+		return cannot_run(argv[optind], nope);
 	struct tdax_err e;
 	if (prepare_device(path, device != NULL || tdax_env_device_named(), &e) != 0) {
 		fputs("tdax: ", stderr);
@@ -305,7 +343,6 @@ int cmd_run(int argc, char **argv)
 			return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
 	}
 	execvp(argv[optind], argv + optind);
-	fprintf(stderr, "tdax: cannot run %s: %s\n", argv[optind], strerror(errno));
-	return errno == ENOENT ? 127 : 126;
+	return cannot_run(argv[optind], errno);
 }
 

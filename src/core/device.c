@@ -511,12 +511,14 @@ static int open_region(const char *path, int flags, struct stat *st, struct tdax
 	return fd;
 }
 
-/* Is a region of cap bytes with segments of seg bytes possible? */
-static int check_create_size(const char *path, uint64_t cap, uint32_t seg, struct tdax_err *err)
+/* Is a region of `asked` bytes (whole pages of it) with segments of seg
+ * bytes possible? */
+static int check_create_size(const char *path, uint64_t asked, uint32_t seg, struct tdax_err *err)
 {
+	uint64_t cap = asked & ~(uint64_t)4095;
 	if (cap < TDAX_MIN_CAPACITY)
 		return tdax_errf(err, "%s: capacity %llu bytes is too small; a device needs at least "
-			"%llu bytes (8M)", path, (unsigned long long)cap,
+			"%llu bytes (8M)", path, (unsigned long long)asked,
 			(unsigned long long)TDAX_MIN_CAPACITY);
 	if (seg < TDAX_MIN_SEG_SIZE || seg % TDAX_MIN_SEG_SIZE ||
 	    (cap - TDAX_HEADER_SIZE - (uint64_t)TDAX_DEFAULT_MAX_FILES * TDAX_FILE_ENTRY_SIZE -
@@ -604,7 +606,7 @@ int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, 
 	uint64_t cap = o->capacity ? o->capacity : TDAX_DEFAULT_CAPACITY;
 
 	snprintf(dev.path, sizeof(dev.path), "%s", o->path);
-	if (file && check_create_size(o->path, cap & ~(uint64_t)4095, seg, err))
+	if (file && check_create_size(o->path, cap, seg, err))
 		return -1;
 	if (file) {
 		dev.fd = open_region_file(o, mode, &st, &made, err);

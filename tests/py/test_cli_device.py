@@ -69,6 +69,8 @@ def test_bad_arguments_are_usage_errors(device):
                                     check=2).stderr
     p = run(TDAX, "device", "create", "--device", device, "--size", "1M", check=1)
     assert "too small" in p.stderr and not os.path.exists(device)
+    p = run(TDAX, "device", "create", "--device", device, "--size", "1", check=1)
+    assert "capacity 1 bytes is too small" in p.stderr, p.stderr  # what was asked, not 0
     p = run(TDAX, "device", "create", "--device", "/var/tmp/tdax-not-tmpfs", check=1)
     assert "tmpfs" in p.stderr and not os.path.exists("/var/tmp/tdax-not-tmpfs")
 

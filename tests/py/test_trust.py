@@ -74,6 +74,23 @@ def test_default_region_is_per_user(users, defaults):
     assert not os.path.exists(defaults[1])
 
 
+def test_a_command_that_cannot_run_makes_no_default_region(users, defaults, tmp_path):
+    """A mistyped command fails as the shell's would (127 not found, 126 not
+    runnable), before tdax touches a device: no default region is left
+    behind by a typo."""
+    user, _ = users
+    noexec = tmp_path / "noexec"
+    noexec.write_text("#!/bin/sh\n")
+    os.chmod(tmp_path, 0o755)
+    noexec.chmod(0o644)
+    for cmd, status, why in (("/nonexistent/cmd", 127, "No such file or directory"),
+                             ("tdax-no-such-command", 127, "No such file or directory"),
+                             (str(noexec), 126, "Permission denied")):
+        p = run(TDAX, "run", "--", cmd, user=user.pw_uid, check=status)
+        assert p.stderr == f"tdax: cannot run {cmd}: {why}\n", p.stderr
+        assert not os.path.lexists(defaults[0])
+
+
 def test_squatted_default_region_is_refused_and_the_application_runs(users, defaults):
     attacker, victim = users
     squat = defaults[1]  # the victim's default path, made first by the attacker
