@@ -248,8 +248,10 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	uint64_t at;
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
-	if (tdax_unregistered(e))
+	if (tdax_unregistered(e)) {
+		tdax_unregistered_test_pause();
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
+	}
 	if (kernel_write(fd, e, off, n, &at))
 		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwrite)(fd, buf, n, off));
 	struct iovec iov = { (void *)buf, n };

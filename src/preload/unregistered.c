@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "preload/unregistered.h"
 #include "core/files.h"
+#include "core/testaid.h"
 #include "preload/coherent.h"
 #include "preload/dirsync.h"
 #include "preload/manage.h"
@@ -43,6 +44,18 @@ static const struct tdax_fd *register_now(int fd)
 static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 {
 	struct tdax_device *dev = tdax_rt.dev;
+	uint32_t plus1 = __atomic_load_n(&e->file_plus1, __ATOMIC_ACQUIRE);
+	if (plus1 != TDAX_FD_UNREGISTERED) {
+		/* Another thread registered the descriptor's file while this
+		 * call was the kernel's, after its look (a sync of the entry
+		 * may have been answered since without it): in no record, so
+		 * the next sync is real. */
+		int err = errno;
+		if (plus1)
+			tdax_coherent_changed(fd, e, TDAX_FB_METADATA);
+		errno = err;
+		return plus1 && e->mode != TDAX_MODE_UNREGISTERED ? e : NULL;
+	}
 	/* The count is read once: the one compared is the one kept. */
 	uint32_t now = (uint32_t)tdax_files_registrations(dev);
 	if (__builtin_expect(now == __atomic_load_n(&e->gen, __ATOMIC_RELAXED), 1))
@@ -61,6 +74,15 @@ void tdax_unregistered_join(int fd, const struct tdax_fd *e)
 {
 	joined(fd, e);
 }
+
+#ifdef TDAX_TEST_BUILD
+void tdax_unregistered_test_pause(void)
+{
+	const char *flag = TDAX_TEST_ENV("UNREGISTERED_PAUSE_IF");
+	while (flag && access(flag, F_OK) == 0)
+		usleep(1000);
+}
+#endif
 
 /* After the kernel's call: the same look as after a write; rc is the call's. */
 static int looked_after(int fd, const struct tdax_fd *e, int rc)

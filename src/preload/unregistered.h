@@ -32,11 +32,25 @@ static inline bool tdax_unregistered(const struct tdax_fd *e)
 	return e->mode == TDAX_MODE_UNREGISTERED;
 }
 
+/* A registration anywhere since the last look, or this very descriptor
+ * registered by another thread while the call was the kernel's (its gen
+ * is the entry's then, which may equal the count by chance). */
 static inline bool tdax_unregistered_moved(const struct tdax_fd *e)
 {
-	return (uint32_t)tdax_files_registrations(tdax_rt.dev) !=
-	       __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
+	return __atomic_load_n(&e->file_plus1, __ATOMIC_ACQUIRE) != TDAX_FD_UNREGISTERED ||
+	       (uint32_t)tdax_files_registrations(tdax_rt.dev) != __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
 }
+
+#ifdef TDAX_TEST_BUILD
+/* Test aid (core/testaid.h): while the file TDAX_TEST_UNREGISTERED_PAUSE_IF
+ * names exists, a pwrite in unregistered mode waits before the kernel's
+ * call -- the window in which another thread registers the file. */
+void tdax_unregistered_test_pause(void);
+#else
+static inline void tdax_unregistered_test_pause(void)
+{
+}
+#endif
 
 /* Out of line: the descriptor joins the entry its file got (errno kept). */
 void tdax_unregistered_join(int fd, const struct tdax_fd *e);

@@ -136,3 +136,89 @@ def test_a_made_file_opened_write_only_is_registered_at_its_open(dev, voldisk):
     assert not path.exists()
     recover(dev)
     assert path.read_bytes() == expected(5000)
+
+
+def test_writes_of_another_thread_during_the_first_sync_are_kept(dev, voldisk):
+    """A writer thread keeps writing while the first sync copies the file;
+    a second sync after the writer is done answers for every write. All of
+    them are there after the cut, in each of 20 files: a write logged while
+    the copy ran may be older in the log than the bytes the copy read
+    before it, and a copy answered from the log then would replay those
+    over it (the guards make that sync real)."""
+    code = r"""
+import os, sys, threading
+d = sys.argv[1]
+def chunk(f, i):
+    return (b"%02d:%05d|" % (f, i)) * 10
+os.close(os.open(os.path.join(d, "other"), os.O_RDWR | os.O_CREAT))
+dfd = os.open(d, os.O_RDONLY); os.fsync(dfd)
+acked = []
+for f in range(20):
+    fd = os.open(os.path.join(d, "f%d" % f), os.O_RDWR | os.O_CREAT, 0o644)
+    done = [0]
+    started = threading.Event()
+    def writer():
+        for i in range(1500):
+            os.pwrite(fd, chunk(f, i), i * 100)
+            done[0] = i + 1
+            if i == 20:
+                started.set()
+    t = threading.Thread(target=writer); t.start()
+    started.wait()
+    os.fdatasync(fd)            # the first: copies the file while the writer writes
+    t.join()
+    os.fdatasync(fd)            # every write acknowledged
+    acked.append(done[0])
+os.fsync(dfd)
+print("acked", " ".join(map(str, acked)), flush=True)
+os._exit(0)
+"""
+    p = tdax_run(dev, code, voldisk.mnt, env=HOLD, check=None)
+    assert "acked" in p.stdout, p.stdout + p.stderr
+    acked = [int(x) for x in p.stdout.split("acked")[1].split()]
+    c = info(dev)["counters"]
+    assert c["light_syncs"] + c["real_syncs"] == 40 and c["logged_creates"] >= 1, c  # copies ran
+    voldisk.cut()
+    voldisk.reboot()
+    recover(dev)
+    for f, n in enumerate(acked):
+        data = (voldisk.mnt / ("f%d" % f)).read_bytes()
+        for i in range(n):  # 90 bytes at every 100th
+            assert data[i * 100:i * 100 + 90] == (b"%02d:%05d|" % (f, i)) * 10, (f, i, n, len(data))
+
+
+def test_a_write_that_raced_the_registration_of_its_file_makes_the_next_sync_real(dev, voldisk):
+    """A thread's pwrite enters unregistered mode; before its bytes reach the
+    kernel, another thread's first sync registers the file and copies it
+    (without them). The write's look after the kernel's call must see that
+    the descriptor has an entry now -- its gen is then the entry's, equal to
+    the device's count of registrations here (both 1), which alone says
+    "nothing moved" -- and make the next sync real, or the bytes would be
+    in no record and that sync answered from the log."""
+    flag = voldisk.mnt.parent / "pause"
+    code = r"""
+import os, sys, threading, time
+d, flag = sys.argv[1], sys.argv[2]
+fd = os.open(os.path.join(d, "f"), os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"first" + b"." * 195, 0)          # (RACED lands inside: the size guard cannot see it)
+os.close(os.open(flag, os.O_RDWR | os.O_CREAT))   # pwrites in unregistered mode wait from now on
+t = threading.Thread(target=os.pwrite, args=(fd, b"RACED", 100))
+t.start()
+time.sleep(0.2)                                  # it waits before the kernel's call
+os.fdatasync(fd)                                 # registers and copies the file
+os.unlink(flag); t.join()                        # the write lands, in unregistered mode
+os.fdatasync(fd)                                 # acknowledges it
+os.fsync(os.open(d, os.O_RDONLY))
+print("done", flush=True)
+os._exit(0)
+"""
+    p = tdax_run(dev, code, voldisk.mnt, flag, check=None,
+                 env=dict(HOLD, TDAX_TEST_UNREGISTERED_PAUSE_IF=str(flag)))
+    assert "done" in p.stdout, p.stdout + p.stderr
+    c = info(dev)["counters"]
+    voldisk.cut()
+    voldisk.reboot()
+    recover(dev)
+    data = (voldisk.mnt / "f").read_bytes()
+    assert data[:5] == b"first" and data[100:105] == b"RACED" and len(data) == 200, data
+    assert c["real_syncs"] == 1 and c["light_syncs"] == 1, c  # the second is the kernel's
