@@ -239,8 +239,10 @@ static uint16_t fd_flags(int flags)
  * file has an entry already (the descriptor joins it), nor when its writes
  * must be durable at once (O_SYNC, O_DSYNC), every write is to be traced
  * (a trace has every write of every file opened for writing), the process
- * cannot see its own writes (io_uring), the file is made at the name of a
- * removed one whose stream it takes up (tracking.h: heirs).
+ * cannot see its own writes (io_uring), or the file is made at the name of
+ * a removed one whose stream it takes up (tracking.h: heirs). The count of
+ * registrations is read before the index: an entry made after the look
+ * moves it.
  *
  * Policy always logs every write of a file from its first sync on: what is
  * written before that is promised nothing, so a file never synced
