@@ -221,6 +221,11 @@ def kill_tree(procs, spare=None):
         p.wait(timeout=30)
     for seg in segs:
         Path(seg).unlink(missing_ok=True)
+    # Every process killed has ended before anything looks at the files:
+    # a PostgreSQL backend still on its way out holds the server's System V
+    # segment, and a checker's server started meanwhile refuses the data
+    # directory ("pre-existing shared memory block is still in use").
+    wait_gone(pids)
     return kept
 
 
