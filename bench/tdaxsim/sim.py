@@ -81,8 +81,10 @@ class Policy:
 
 class Always(Policy):
     """Every write logged, and every file created empty under tdax is a
-    record from its start (the runtime registers it at the open, with a
-    create record): its first sync is lightweight."""
+    record from its start: its first sync is lightweight. (The runtime's
+    always registers a file at its first sync and copies a new one of at
+    most 256 KiB into the log then, docs/durability.md: the same syncs
+    light but a large or old file's first, fewer bytes logged.)"""
     name = "always"
 
     def created(self, fid, f, t):
