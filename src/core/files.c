@@ -123,7 +123,7 @@ static int ident(int fd, bool path_only, struct tdax_ident *id, bool *sealed)
 	fs_of(fd, &stx, &fsid, &type);
 	*id = (struct tdax_ident){ .ino = stx.stx_ino };
 	if (sealed)
-		*sealed = (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)) != 0;
+		*sealed = tdax_statx_sealed(&stx);
 	id->dev = fsid ? fsid : (uint64_t)makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	int g = 0;
 	if (path_only) {

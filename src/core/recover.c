@@ -258,7 +258,7 @@ static int open_as_owner(const struct trust *t, const struct tdax_file *f, const
 	}
 	struct statx stx;
 	bool sealed = e == EPERM && pfd >= 0 && tdax_statx_fd(pfd, STATX_TYPE, &stx) == 0 &&
-		      (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE));
+		      tdax_statx_sealed(&stx);
 	as_root(as_other);
 	if (pfd >= 0)
 		tdax_sys_close(pfd);

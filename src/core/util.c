@@ -159,6 +159,11 @@ int tdax_statx_fd(int fd, unsigned mask, struct statx *stx)
 	return tdax_sys_statx(fd, "", AT_EMPTY_PATH, mask, stx);
 }
 
+bool tdax_statx_sealed(const struct statx *stx)
+{
+	return (stx->stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)) != 0;
+}
+
 int tdax_file_size(int fd, uint64_t *size)
 {
 	struct statx stx;

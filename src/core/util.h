@@ -103,6 +103,9 @@ int tdax_file_size(int fd, uint64_t *size);
  */
 struct statx; /* <sys/stat.h> with _GNU_SOURCE */
 int tdax_statx_fd(int fd, unsigned mask, struct statx *stx);
+/* The file is append-only or immutable (chattr +a, +i): no write at an
+ * offset of tdax's -- a replay, a write-in -- would be let in (EPERM). */
+bool tdax_statx_sealed(const struct statx *stx);
 
 /*
  * A descriptor's entry in /proc, for this thread's descriptor table (the

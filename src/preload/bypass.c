@@ -74,11 +74,9 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	off_t pos = TDAX_REAL(lseek)(fd, 0, SEEK_CUR);
 	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
 	struct statx stx;
-	/* Not an append-only or immutable file (chattr +a, +i): tdax's
-	 * write-ins at an offset would fail there (EPERM), where the
-	 * application's own appends do not. */
-	if (pos < 0 || fl < 0 || tdax_statx_fd(fd, STATX_SIZE, &stx) != 0 ||
-	    (stx.stx_attributes & (STATX_ATTR_APPEND | STATX_ATTR_IMMUTABLE)))
+	/* Not a sealed file: tdax's write-ins at an offset would fail there,
+	 * where the application's own appends do not. */
+	if (pos < 0 || fl < 0 || tdax_statx_fd(fd, STATX_SIZE, &stx) != 0 || tdax_statx_sealed(&stx))
 		return;
 	uint64_t size = stx.stx_size;
 	if (!tdax_cache_promote(&b->cached, idx, size))
