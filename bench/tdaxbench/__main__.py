@@ -81,6 +81,8 @@ def args():
     ap.add_argument("--ycsb-records", type=int, help="records loaded (2000)")
     ap.add_argument("--ycsb-ops", type=int, help="operations per run (5000)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--persistence", choices=["adr", "gpf"], default="adr",
+                    help="the memory the emulated device stands for (tdax device create --persistence)")
     a = ap.parse_args()
     q = a.quick
     for k, full, quick in (("requests", 20000, 10000), ("seconds", 5, 2), ("pg_seconds", 10, 3),
@@ -194,7 +196,8 @@ def main():
             # A fresh device per suite, owned by the user the workload runs
             # as: tdax refuses a region another user owns (a root process on
             # PostgreSQL's would run without tdax, silently under --quiet).
-            env.fresh_device(device, "1G", owner="postgres" if s == "postgres" else None)
+            env.fresh_device(device, "1G", owner="postgres" if s == "postgres" else None,
+                             persistence=a.persistence)
             outs.append(run_suite(s, a, device, console))
     except KeyboardInterrupt as e:
         env.ignore_signals()

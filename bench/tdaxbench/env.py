@@ -79,12 +79,14 @@ def tdax_prefix(mode, device, user=None, extra=()):
     return pre
 
 
-def fresh_device(path, size="1G", owner=None):
+def fresh_device(path, size="1G", owner=None, persistence=None):
     if os.path.exists(path):
         os.unlink(path)
     cmd = [str(TDAX), "device", "create", "--device", path, "--size", size]
     if owner:
         cmd += ["--owner", owner]
+    if persistence:
+        cmd += ["--persistence", persistence]
     subprocess.run(cmd, check=True, capture_output=True)
     return path
 

@@ -28,15 +28,19 @@
 
 static const char create_help[] =
 	"usage: tdax device create [--device PATH] [--backend emulated|fsdax|devdax]\n"
-	"                          [--size SIZE] [--persist-cost NS] [--bandwidth MBPS]\n"
-	"                          [--segment-size SIZE] [--owner USER[:GROUP]] [--mode OCTAL]\n"
-	"                          [--force]\n"
+	"                          [--size SIZE] [--persistence adr|gpf] [--persist-cost NS]\n"
+	"                          [--bandwidth MBPS] [--segment-size SIZE]\n"
+	"                          [--owner USER[:GROUP]] [--mode OCTAL] [--force]\n"
 	"\n"
 	"Create and format a device region.\n"
 	"  --device PATH        region path (default $TDAX_DEVICE or " TDAX_DEFAULT_DEVICE_HELP ")\n"
 	"  --backend B          emulated (default: a file on tmpfs/hugetlbfs; persistence is\n"
 	"                       simulated), fsdax (a file on a -o dax mount), devdax (/dev/daxX.Y)\n"
 	"  --size SIZE          capacity, e.g. 256M, 1G (default 256M; devdax: whole device)\n"
+	"  --persistence P      emulated: the memory to emulate. adr (default): a store persists\n"
+	"                       once its cache line is written back and fenced (CXL memory,\n"
+	"                       NVDIMMs); gpf: the CPU caches are in the persistence domain\n"
+	"                       (CXL Global Persistent Flush, eADR), a fence and no write-back\n"
 	"  --persist-cost NS    emulated: extra nanoseconds per persist barrier (CXL-like cost)\n"
 	"  --bandwidth MBPS     emulated: cap on copy bandwidth into the region, MB/s (0 = none)\n"
 	"  --segment-size SIZE  log segment size (default 1M; one writer thread per segment)\n"
@@ -115,7 +119,8 @@ int cmd_device_create(int argc, char **argv)
 		{ "size", required_argument, 0, 's' }, { "persist-cost", required_argument, 0, 'c' },
 		{ "bandwidth", required_argument, 0, 'w' }, { "segment-size", required_argument, 0, 'g' },
 		{ "owner", required_argument, 0, 'o' }, { "mode", required_argument, 0, 'm' },
-		{ "force", no_argument, 0, 'f' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+		{ "persistence", required_argument, 0, 'p' }, { "force", no_argument, 0, 'f' },
+		{ "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 	};
 	struct tdax_create_opts o = { .path = tdax_env_device(), .backend = TDAX_BACKEND_EMULATED };
 	uint64_t v;
@@ -137,6 +142,10 @@ int cmd_device_create(int argc, char **argv)
 			    o.persist_cost_ns > TDAX_MAX_PERSIST_COST_NS)
 				return usage_error("device create", "bad --persist-cost '%s' (nanoseconds, "
 						   "at most 1000000)", optarg);
+			break;
+		case 'p':
+			if (tdax_persistence_parse(optarg, &o.persistence))
+				return usage_error("device create", "unknown --persistence '%s' (adr, gpf)", optarg);
 			break;
 		case 'w':
 			if (tdax_parse_size(optarg, &o.bandwidth_mbps))
@@ -168,8 +177,9 @@ int cmd_device_create(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("device create", "unexpected argument '%s'", argv[optind]);
-	if (o.backend != TDAX_BACKEND_EMULATED && (o.persist_cost_ns || o.bandwidth_mbps))
-		return usage_error("device create", "%s", "--persist-cost and --bandwidth are for the emulated backend");
+	if (o.backend != TDAX_BACKEND_EMULATED && (o.persist_cost_ns || o.bandwidth_mbps || o.persistence))
+		return usage_error("device create", "%s", "--persistence, --persist-cost and --bandwidth are "
+				   "for the emulated backend (libpmem2 finds out how real memory persists)");
 	if (o.mode & S_IWGRP)
 		fprintf(stderr, "tdax: warning: --mode %04o lets the file's group write the region: its "
 			"members can forge or erase records; use 0600 unless you trust them all\n",
@@ -269,8 +279,13 @@ int cmd_device_info(int argc, char **argv)
 		       (unsigned long long)lc.records, (unsigned long long)lc.bytes, files,
 		       sb->max_files, (unsigned long long)atomic_load(dev->seq), state);
 		json_str(stdout, dev->st->boot_id);
-		printf(", \"boot_changed\": %s, \"persistence\": \"%s\", \"counters\": ",
+		printf(", \"boot_changed\": %s, \"persistence\": \"%s\", \"emulated_persistence\": ",
 		       changed ? "true" : "false", persistence);
+		if (dev->backend == TDAX_BACKEND_EMULATED)
+			printf("\"%s\"", tdax_persistence_name(dev->persistence));
+		else
+			printf("null");
+		printf(", \"counters\": ");
 		json_counters(dev);
 		printf("}\n");
 	} else {

@@ -44,6 +44,12 @@ pmem2_flush_fn tdax_cacheflush_fn(void)
 	return flush_clflush;
 }
 
+void tdax_cacheflush_none(const void *p, size_t n)
+{
+	(void)p;
+	(void)n;
+}
+
 void tdax_cacheflush_drain(void)
 {
 	_mm_sfence();
@@ -87,9 +93,8 @@ static void copy_nt(char *d, const char *s, size_t n, pmem2_flush_fn flush)
 	}
 }
 
-void *tdax_cacheflush_memcpy(void *dst, const void *src, size_t n, unsigned flags)
+static void *copy(void *dst, const void *src, size_t n, unsigned flags, pmem2_flush_fn flush)
 {
-	pmem2_flush_fn flush = chosen_flush();
 	if (n >= NT_MIN) {
 		copy_nt(dst, src, n, flush);
 	} else {
@@ -99,4 +104,16 @@ void *tdax_cacheflush_memcpy(void *dst, const void *src, size_t n, unsigned flag
 	if (!(flags & PMEM2_F_MEM_NODRAIN))
 		tdax_cacheflush_drain();
 	return dst;
+}
+
+void *tdax_cacheflush_memcpy(void *dst, const void *src, size_t n, unsigned flags)
+{
+	return copy(dst, src, n, flags, chosen_flush());
+}
+
+/* From NT_MIN on still non-temporal: such stores do not read the lines in
+ * first, persistent caches or not. */
+void *tdax_cacheflush_memcpy_gpf(void *dst, const void *src, size_t n, unsigned flags)
+{
+	return copy(dst, src, n, flags, tdax_cacheflush_none);
 }

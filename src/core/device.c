@@ -149,7 +149,9 @@ static int check_backend_path(const char *path, int fd, const struct stat *st,
 /*
  * The emulated backend: a shared mapping of the tmpfs file, persisted with
  * this CPU's cache-line flushes and a fence (cacheflush.h), so that
- * barriers cost what they cost on CXL memory; no libpmem2.
+ * barriers cost what they cost on CXL memory; no libpmem2. A region made
+ * with --persistence gpf emulates memory whose CPU caches are in the
+ * persistence domain: a fence, no flush.
  */
 static int map_emulated(struct tdax_device *dev, struct tdax_err *err)
 {
@@ -161,9 +163,10 @@ static int map_emulated(struct tdax_device *dev, struct tdax_err *err)
 		return tdax_errf(err, "%s: cannot map the device region: %s", dev->path, strerror(errno));
 	dev->base = p;
 	dev->size = (size_t)st.st_size;
-	dev->flush = tdax_cacheflush_fn();
+	bool gpf = dev->persistence == TDAX_PERSIST_GPF;
+	dev->flush = gpf ? tdax_cacheflush_none : tdax_cacheflush_fn();
 	dev->drain = tdax_cacheflush_drain;
-	dev->memcpy = tdax_cacheflush_memcpy;
+	dev->memcpy = gpf ? tdax_cacheflush_memcpy_gpf : tdax_cacheflush_memcpy;
 	return 0;
 }
 
@@ -313,8 +316,11 @@ bool tdax_device_boot_changed(const struct tdax_device *dev)
 const char *tdax_device_persistence(const struct tdax_device *dev)
 {
 	if (dev->backend == TDAX_BACKEND_EMULATED)
-		return "emulated: survives process crashes and simulated power failures, not real "
-		       "power loss";
+		return dev->persistence == TDAX_PERSIST_GPF
+			? "CPU caches in the persistence domain (GPF), simulated: survives process "
+			  "crashes and simulated power failures, not real power loss"
+			: "persistent after cache flushes (ADR), simulated: survives process crashes "
+			  "and simulated power failures, not real power loss";
 	switch (tdax_pmem2.map_get_store_granularity(dev->map)) {
 	case PMEM2_GRANULARITY_BYTE:
 		return "persistent memory, persistent once stored (eADR)";
@@ -325,6 +331,23 @@ const char *tdax_device_persistence(const struct tdax_device *dev)
 	default:
 		return "persistent memory behind the page cache (msync)";
 	}
+}
+
+static const char *const persistence_names[] = { [TDAX_PERSIST_ADR] = "adr", [TDAX_PERSIST_GPF] = "gpf" };
+
+const char *tdax_persistence_name(enum tdax_persistence p)
+{
+	return (unsigned)p <= TDAX_PERSIST_GPF ? persistence_names[p] : "unknown";
+}
+
+int tdax_persistence_parse(const char *s, enum tdax_persistence *out)
+{
+	for (unsigned p = 0; p <= TDAX_PERSIST_GPF; p++)
+		if (strcmp(s, persistence_names[p]) == 0) {
+			*out = (enum tdax_persistence)p;
+			return 0;
+		}
+	return -1;
 }
 
 /* A number from a sysfs file, or dflt. */
@@ -595,7 +618,7 @@ static int open_region_file(const struct tdax_create_opts *o, mode_t mode, struc
 int tdax_device_make(const struct tdax_create_opts *o, struct tdax_device *out, uint64_t *capacity,
 		     struct tdax_err *err)
 {
-	struct tdax_device dev = { .fd = -1, .backend = o->backend };
+	struct tdax_device dev = { .fd = -1, .backend = o->backend, .persistence = o->persistence };
 	if (tdax_crc32c_load(err) != 0)
 		return -1;
 	struct stat st;
@@ -719,6 +742,10 @@ static int check_geometry(const char *path, const struct tdax_super *sb, struct 
 	if (sb->persist_cost_ns > TDAX_MAX_PERSIST_COST_NS)
 		return bad_field(path, "persist_cost_ns", sb->persist_cost_ns, "at most 1000000 (1 ms) "
 			"per barrier", err);
+	if (sb->persistence > TDAX_PERSIST_GPF ||
+	    (sb->persistence != TDAX_PERSIST_ADR && sb->backend != TDAX_BACKEND_EMULATED))
+		return bad_field(path, "persistence", sb->persistence, "0 (adr), or 1 (gpf) on the "
+			"emulated backend", err);
 	if (sb->nsegs == 0)
 		return bad_field(path, "nsegs", sb->nsegs, "a device needs a segment", err);
 	if (sb->seg_size < TDAX_MIN_SEG_SIZE || sb->seg_size % TDAX_MIN_SEG_SIZE)
@@ -795,6 +822,7 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 		rc = check_header(path, &sb, file_size, err);
 	if (rc == 0) {
 		dev->backend = (enum tdax_backend)sb.backend;
+		dev->persistence = (enum tdax_persistence)sb.persistence;
 		rc = check_backend_path(path, dev->fd, &st, dev->backend, err);
 	}
 	if (rc == 0)

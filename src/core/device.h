@@ -24,6 +24,18 @@
 #define TDAX_DEFAULT_DEVICE_HELP "/dev/shm/tdax-UID"
 #define TDAX_MAX_PERSIST_COST_NS 1000000u /* emulated barrier cost: at most 1 ms */
 
+/*
+ * Where stores become persistent (emulated backend; libpmem2 finds out for
+ * real memory). ADR: a store persists once its cache line is written back
+ * and fenced (CXL memory, NVDIMMs). GPF: the CPU caches are in the
+ * persistence domain (CXL Global Persistent Flush, eADR), so a store
+ * persists once fenced, and no line is written back.
+ */
+enum tdax_persistence {
+	TDAX_PERSIST_ADR = 0,
+	TDAX_PERSIST_GPF = 1,
+};
+
 enum tdax_backend {
 	TDAX_BACKEND_EMULATED = 1, /* tmpfs or hugetlbfs file: simulated persistence */
 	TDAX_BACKEND_FSDAX = 2,    /* file on a -o dax file system */
@@ -48,7 +60,7 @@ struct tdax_super {
 	uint64_t segs_off;
 	uint32_t nsegs;
 	uint32_t seg_size;
-	uint32_t reserved;
+	uint32_t persistence;     /* emulated: enum tdax_persistence (0 in regions before it) */
 	uint32_t crc;             /* crc32c of everything above */
 };
 
@@ -69,6 +81,7 @@ struct tdax_device {
 	gid_t file_gid;
 	mode_t file_mode;
 	enum tdax_backend backend;
+	enum tdax_persistence persistence; /* emulated; from the header, known before the mapping */
 	struct pmem2_source *src;
 	struct pmem2_map *map;
 	char *base;
@@ -96,6 +109,7 @@ struct tdax_create_opts {
 	uint64_t capacity;        /* 0: default (emulated/fsdax) or whole device (devdax) */
 	uint64_t persist_cost_ns;
 	uint64_t bandwidth_mbps;
+	enum tdax_persistence persistence; /* emulated */
 	uint32_t seg_size;        /* 0: default */
 	bool force;               /* reformat an existing tdax device or file */
 	bool set_owner;
@@ -114,6 +128,8 @@ const char *tdax_backend_name(enum tdax_backend b);
 /* How stores to the mapped region become persistent, in words for people. */
 const char *tdax_device_persistence(const struct tdax_device *dev);
 int tdax_backend_parse(const char *s, enum tdax_backend *out);
+const char *tdax_persistence_name(enum tdax_persistence p); /* "adr", "gpf" */
+int tdax_persistence_parse(const char *s, enum tdax_persistence *out);
 /* /dev/shm/tdax-UID for this process's effective uid. */
 const char *tdax_default_device(void);
 

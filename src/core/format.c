@@ -32,6 +32,7 @@ static void set_super(struct tdax_super *sb, const struct tdax_create_opts *o, u
 	sb->created_unix = (uint64_t)time(NULL);
 	sb->persist_cost_ns = o->persist_cost_ns;
 	sb->bandwidth_mbps = o->bandwidth_mbps;
+	sb->persistence = o->persistence;
 	sb->files_off = TDAX_HEADER_SIZE;
 	sb->max_files = TDAX_DEFAULT_MAX_FILES;
 	sb->file_entry_size = TDAX_FILE_ENTRY_SIZE;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/crc32c.h"
+#include "core/cacheflush.h"
 #include "core/device.h"
 #include "core/format.h"
 
@@ -213,6 +214,32 @@ TEST(emulated_persist_cost_is_paid_per_barrier)
 	tdax_device_close(dev);
 }
 
+/* An emulated region made as GPF memory (its caches in the persistence
+ * domain) persists with a fence alone: no line is written back, and its
+ * copies are still copies; one made as ADR memory writes lines back. */
+TEST(emulated_gpf_region_persists_with_fences_alone)
+{
+	struct tdax_device *dev, *adr = tdax_test_new_device(0, 0);
+	struct tdax_create_opts o = { .path = tdax_test_device(), .backend = TDAX_BACKEND_EMULATED,
+				      .persistence = TDAX_PERSIST_GPF };
+	struct tdax_err e;
+	CHECK(adr && adr->persistence == TDAX_PERSIST_ADR && adr->flush != tdax_cacheflush_none);
+	CHECK(tdax_device_create(&o, &e) == 0 && tdax_device_open(o.path, 0, &dev, &e) == 0);
+	CHECK(dev->sb->persistence == TDAX_PERSIST_GPF && dev->persistence == TDAX_PERSIST_GPF);
+	CHECK(dev->flush == tdax_cacheflush_none && dev->memcpy == tdax_cacheflush_memcpy_gpf);
+	CHECK(strstr(tdax_device_persistence(dev), "GPF") && strstr(tdax_device_persistence(adr), "ADR"));
+	static char src[5000];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (char)(i * 7 + 1);
+	for (size_t n = 1; n <= sizeof(src); n += 999) { /* cached and non-temporal copies */
+		memset(dev->base + 8192, 0, sizeof(src));
+		dev->memcpy(dev->base + 8192 + 3, src, n, 0);
+		CHECK(memcmp(dev->base + 8192 + 3, src, n) == 0 && dev->base[8192 + 3 + n] == 0);
+	}
+	tdax_device_close(dev);
+	tdax_device_close(adr);
+}
+
 TEST(boot_change_is_detected_from_state)
 {
 	struct tdax_device *dev = tdax_test_new_device(0, 0);
@@ -279,6 +306,7 @@ TEST(resigned_impossible_geometry_is_refused_field_by_field)
 		{ FIELD(capacity), UINT64_MAX, "truncated" },
 		{ FIELD(backend), 7, "backend" },
 		{ FIELD(persist_cost_ns), UINT64_MAX, "persist_cost_ns" }, /* every barrier hung */
+		{ FIELD(persistence), 2, "persistence" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *p = resigned_device(bad[i].off, bad[i].v, bad[i].width);
