@@ -16,6 +16,7 @@ pkgs+=(lintian)  # the check of the Debian package (make deb)
 pkgs+=(liburing-dev)  # tests/py/test_uring.py: writes and syncs through io_uring under tdax
 pkgs+=(strace)  # tests/py/test_syscalls.py: the system calls tdax adds, counted
 pkgs+=(stress-ng)  # tests/py/test_stressng.py: another project's file stressors, verified, under tdax
+pkgs+=(python3-lmdb lmdb-utils)  # tests/py/test_views.py: LMDB (a read-only mapping of its data file), mdb_stat
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

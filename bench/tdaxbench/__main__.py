@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,9 +35,11 @@ from .suites import SUITES
 NEEDS = {"redis": ["redis-server", "redis-benchmark"], "ycsb": ["redis-server"],
          "postgres": [str(env.PGBIN / "postgres"), str(env.PGBIN / "pgbench")],
          "rocksdb": ["db_bench"], "fio": ["fio"], "sqlite": [], "startup": ["sh"], "files": [],
-         "etcd": ["etcd"]}
+         "etcd": ["etcd"], "lmdb": ["/usr/bin/python3"]}
 PACKAGES = {"redis": "redis-server redis-tools", "ycsb": "redis-server", "postgres": "postgresql",
-            "rocksdb": "rocksdb-tools", "fio": "fio", "etcd": "etcd-server"}
+            "rocksdb": "rocksdb-tools", "fio": "fio", "etcd": "etcd-server", "lmdb": "python3-lmdb"}
+# Python modules a suite's workload imports, by the interpreter it runs under.
+MODULES = {"lmdb": ("/usr/bin/python3", "lmdb")}
 
 
 def parse_grid(items):
@@ -73,7 +76,7 @@ def args():
     ap.add_argument("--requests", type=int, help="redis-benchmark requests per run at pipeline 1 "
                     "(20000; times the pipeline at 10: a run of a few tens of ms would time "
                     "the server's start and the AOF's promotion, not its steady state)")
-    ap.add_argument("--seconds", type=float, help="sqlite/fio run time (5)")
+    ap.add_argument("--seconds", type=float, help="sqlite/lmdb/fio run time (5)")
     ap.add_argument("--pg-scale", type=int, default=1)
     ap.add_argument("--pg-seconds", type=int, help="pgbench duration (10)")
     ap.add_argument("--pg-clients", type=int, default=2)
@@ -98,6 +101,10 @@ def args():
 
 def check_tools(suite):
     missing = [t for t in NEEDS[suite] if not shutil.which(t)]
+    if suite in MODULES and not missing:
+        py, module = MODULES[suite]
+        if subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode:
+            missing = [f"{py}'s module {module}"]
     if missing:
         sys.exit(f"tdax bench {suite}: missing {', '.join(missing)}; install with 'make bench-deps' "
                  f"(apt-get install -y {PACKAGES[suite]})")

@@ -162,6 +162,26 @@ def sqlite(o):
     return cfgs
 
 
+# ---- lmdb -------------------------------------------------------------------
+
+LMDB_TX = str(env.ROOT / "bench" / "lmdb_tx.py")
+
+
+def lmdb_run(nosync):
+    def run(mode, device, o):
+        with env.scratch() as d:
+            out = out_of(env.tdax_prefix(mode, device) + [
+                "/usr/bin/python3", LMDB_TX, str(d), "--seconds", str(o.seconds)] +
+                (["--nosync"] if nosync else []))
+        return json.loads(out)["tx_per_s"]
+    return run
+
+
+def lmdb(o):
+    return [Config("commit (sync)", lmdb_run(False), "tx/s", ref="commit (nosync)"),
+            Config("commit (nosync)", lmdb_run(True), "tx/s", sync=False)]
+
+
 # ---- fio --------------------------------------------------------------------
 
 def fio_run(bs, append, fdatasync):
@@ -300,7 +320,7 @@ def etcd(o):
             Config("put, 1 client, data on tmpfs", etcd_run(True), "puts/s", sync=False)]
 
 
-SUITES = {"redis": redis, "postgres": postgres, "rocksdb": rocksdb, "sqlite": sqlite, "fio": fio,
+SUITES = {"redis": redis, "postgres": postgres, "rocksdb": rocksdb, "sqlite": sqlite, "lmdb": lmdb, "fio": fio,
           "ycsb": ycsb, "startup": startup, "files": files, "etcd": etcd}
 
 # The reference results of shared/SPEC.md §4: (config, speedup over default,

@@ -189,11 +189,12 @@ static bool ended(const struct proc *p)
 }
 
 /* Writes to fd's file are made where tdax cannot see them: the hooks
- * stop answering its syncs from the device (a shared mapping is how they
- * learn it: interpose.c's mmap marks the file before it maps). */
+ * stop answering its syncs from the device (a writable shared mapping is
+ * how they learn it: interpose_map.c's mmap marks the file before it maps,
+ * whether the mapping can be made or not). */
 static void unseen(int fd)
 {
-	void *m = mmap(NULL, 1, PROT_READ, MAP_SHARED, fd, 0);
+	void *m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m != MAP_FAILED)
 		munmap(m, 1);
 }

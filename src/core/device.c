@@ -258,7 +258,7 @@ static void unmap_region(struct tdax_device *dev)
 	if (dev->map)
 		tdax_pmem2.map_delete(&dev->map);
 	else if (dev->base)
-		munmap(dev->base, dev->size);
+		tdax_sys_munmap(dev->base, dev->size);
 	dev->base = NULL;
 	if (dev->src)
 		tdax_pmem2.source_delete(&dev->src);
@@ -457,7 +457,7 @@ static int read_head(int fd, const struct stat *st, void *buf, size_t len, uint6
 	if (p == MAP_FAILED)
 		return -1;
 	memcpy(buf, p, len);
-	munmap(p, align);
+	tdax_sys_munmap(p, align);
 	return 0;
 }
 

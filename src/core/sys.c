@@ -139,3 +139,8 @@ void *tdax_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t o
 {
 	return (void *)tdax_syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
+
+int tdax_sys_munmap(void *addr, size_t len)
+{
+	return (int)tdax_syscall(SYS_munmap, addr, len);
+}

@@ -57,6 +57,7 @@ int tdax_sys_ftruncate(int fd, off_t len);
 int tdax_sys_fallocate(int fd, int mode, off_t off, off_t len);
 int tdax_sys_unlink(const char *path);
 void *tdax_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int tdax_sys_munmap(void *addr, size_t len);
 
 /* Reads and looks at files (libtdax.so's own hooks of these names demote a
  * promoted file first, preload/promoted.h: tdax's own calls need not). */

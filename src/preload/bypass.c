@@ -11,6 +11,7 @@
 #include "preload/coherent.h"
 #include "preload/fault.h"
 #include "preload/mapped.h"
+#include "preload/views.h"
 #include "preload/lease.h"
 #include "preload/promoted.h"
 #include "preload/selection.h"
@@ -66,7 +67,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    atomic_load(&rt->removed) ||
 	    atomic_load(&rt->wb_error) || atomic_load(&rt->inflight) ||
 	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, idx) ||
-	    tdax_mapped_file(idx) ||
+	    tdax_mapped_file(idx) || tdax_views_of(e->dev, e->ino) ||
 	    !tdax_lease_check(fd, rt))
 		return;
 	if (!tdax_selection_takes(b))

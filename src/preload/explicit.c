@@ -96,7 +96,7 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 		return NULL;
 	if ((flags & TDAX_MAP_PIN) && mlock(p, length) != 0) {
 		int err = errno;
-		munmap(p, length);
+		tdax_sys_munmap(p, length);
 		errno = err;
 		return NULL;
 	}
@@ -104,7 +104,7 @@ EXPORT void *tdax_map(int fd, off_t offset, size_t length, int flags)
 	struct tdax_mapping *m = tdax_mapped_add((uintptr_t)p, length, (uint64_t)offset);
 	if (!m) {
 		tdax_mapped_unlock();
-		munmap(p, length);
+		tdax_sys_munmap(p, length);
 		errno = EMFILE;
 		return NULL;
 	}
@@ -178,5 +178,5 @@ EXPORT int tdax_unmap(void *addr, size_t length)
 		tdax_mapped_pin(was.idx, was.gen); /* another mapping of it here keeps its pins */
 	}
 	tdax_mapped_unlock();
-	return munmap(addr, length);
+	return tdax_sys_munmap(addr, length);
 }

@@ -20,7 +20,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -409,22 +408,6 @@ EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
 }
 
 /* ---- paths tdax cannot follow --------------------------------------- */
-
-EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	/* A shared mapping of a descriptor open for writing can be made
-	 * writable later (mprotect), unseen: read-only now is not enough. */
-	tdax_promoted_settle_fd(fd); /* any mapping reads the kernel's copy */
-	const struct tdax_fd *e = managed(fd);
-	if (e && (flags & MAP_SHARED))
-		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_MMAP);
-	return TDAX_REAL(mmap)(addr, len, prot, flags, fd, off);
-}
-
-EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	return mmap(addr, len, prot, flags, fd, off);
-}
 
 /* Bytes the kernel moved into fd without tdax seeing them. */
 static void moved_in(int fd, ssize_t r)

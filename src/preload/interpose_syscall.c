@@ -115,6 +115,14 @@ EXPORT long syscall(long nr, ...)
 		return unlinkat((int)a, (const char *)b, (int)c);
 	case SYS_mmap:
 		return (long)mmap((void *)a, (size_t)b, (int)c, (int)d, (int)e, (off_t)f);
+	case SYS_mprotect:
+		return mprotect((void *)a, (size_t)b, (int)c);
+	case SYS_pkey_mprotect:
+		return pkey_mprotect((void *)a, (size_t)b, (int)c, (int)d);
+	case SYS_mremap:
+		return (long)mremap((void *)a, (size_t)b, (size_t)c, (int)d, (void *)e);
+	case SYS_munmap:
+		return munmap((void *)a, (size_t)b);
 	case SYS_io_uring_setup:
 		tdax_go_blind();
 		return tdax_syscall(nr, a, b, c, d, e, f);

@@ -24,6 +24,7 @@
 #include "preload/rules.h"
 #include "preload/state.h"
 #include "preload/tracking.h"
+#include "preload/views.h"
 #include "preload/fault.h"
 #include "preload/writeback.h"
 
@@ -356,6 +357,8 @@ __attribute__((constructor)) static void tdax_start(void)
 	if (tdax_syscall(SYS_fcntl, 2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
 	pthread_atfork(before_fork, after_fork_parent, at_fork_child);
+	/* (Apart: a vfork that shares memory runs before_fork alone.) */
+	pthread_atfork(tdax_views_before_fork, tdax_views_after_fork, tdax_views_after_fork);
 	atexit(at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */

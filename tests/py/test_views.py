@@ -1,0 +1,187 @@
+"""Mappings that cannot write a managed file (src/preload/views.h): a
+shared read-only mapping (LMDB's data file, SQLite's with mmap_size) or a
+private one leaves the file's syncs lightweight, since every write still
+comes through write() and its kin; the first call that could make a shared
+one writable -- mprotect, pkey_mprotect, by libc or by syscall(2), or an
+mremap tdax cannot follow -- makes the file the kernel's first, so that
+stores through the mapping are made durable by the application's sync.
+Power cuts keep what the last real sync made durable (conftest.power_cut)."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run
+
+# A view of the file, synced writes through pwrite read back through it,
+# then (how) the view is made writable, a store through it, a sync, a kill.
+VIEW = r"""
+import ctypes, mmap, os, sys
+path, how = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)  # the process's mmap: tdax's hook first
+for f in ("mmap", "mremap"):
+    getattr(libc, f).restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"." * 8192, 0)
+os.fsync(fd)
+v = libc.mmap(None, 8192, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+assert v != ctypes.c_void_p(-1).value
+for i in range(100):
+    os.pwrite(fd, b"%04d" % i, 4 * i)
+    os.fdatasync(fd)
+    assert ctypes.string_at(v + 4 * i, 4) == b"%04d" % i  # the view sees every write
+rw = mmap.PROT_READ | mmap.PROT_WRITE
+if how == "mprotect":
+    rc = libc.mprotect(v, 8192, rw)
+elif how == "syscall":
+    rc = libc.syscall(10, v, 8192, rw, 0)  # SYS_mprotect
+elif how == "pkey":
+    rc = libc.syscall(329, v, 8192, rw, -1)  # SYS_pkey_mprotect, no key
+elif how in ("mremap-whole", "mremap-part"):
+    old = 8192 if how == "mremap-whole" else 4096
+    v = libc.mremap(v, old, 8192, 1)  # MREMAP_MAYMOVE; the view at its new place
+    rc = libc.mprotect(v, 8192, rw)
+elif how == "fork":  # a child made by fork has the views too
+    pid = os.fork()
+    if pid == 0:
+        ok = libc.mprotect(v, 8192, rw) == 0
+        ctypes.memmove(v + 6000, b"stored through the mapping", 26)
+        os.fdatasync(fd)
+        os._exit(0 if ok else 1)
+    rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+assert rc == 0, ctypes.get_errno()
+if how != "fork":
+    ctypes.memmove(v + 6000, b"stored through the mapping", 26)
+    os.fdatasync(fd)
+print("acknowledged", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def ran(device, code, *args, policy="always", mode="coherent", kill=True):
+    p = run(TDAX, "run", "--device", device, "--policy", policy, "--mode", mode, "--", PY, "-c", code,
+            *args, env=TDAX_ENV)
+    assert "acknowledged" in p.stdout and p.returncode == (-9 if kill else 0), p.stdout + p.stderr
+    return info(device)["counters"]
+
+
+@pytest.mark.parametrize("how", ["mprotect", "syscall", "pkey", "mremap-whole", "mremap-part", "fork"])
+def test_a_view_made_writable_gives_its_file_to_the_kernel(dev, diskdir, how):
+    f = diskdir / "f"
+    ran(dev, VIEW, f, how)  # (a killed process's counters may not reach the device)
+    power_cut(dev, f)
+    data = f.read_bytes()
+    assert data[:400] == b"".join(b"%04d" % i for i in range(100)), data[:40]
+    assert data[6000:6026] == b"stored through the mapping", data[6000:6026]
+
+
+# The same views, never made writable: every sync stays lightweight.
+READER = r"""
+import mmap, os, sys
+path, kind, end = sys.argv[1], sys.argv[2], sys.argv[3]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"." * 8192, 0)
+os.fsync(fd)
+m = mmap.mmap(fd, 8192, flags=mmap.MAP_SHARED if kind == "shared" else mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+for i in range(200):
+    os.pwrite(fd, b"%04d" % i, 4 * i)
+    os.fdatasync(fd)
+    assert m[4 * i:4 * i + 4] == b"%04d" % i
+m.close()  # munmap: the view is gone
+os.pwrite(fd, b"last", 7000)
+os.fdatasync(fd)
+print("acknowledged", flush=True)
+if end == "kill":
+    os.kill(os.getpid(), 9)
+"""
+
+
+@pytest.mark.parametrize("kind", ["shared", "private"])
+def test_a_view_leaves_syncs_lightweight_and_loses_nothing(dev, diskdir, kind):
+    c = ran(dev, READER, diskdir / "e", kind, "exit", kill=False)
+    assert c["fallback_mmap"] == 0 and c["light_syncs"] >= 190, c
+    f = diskdir / "f"
+    ran(dev, READER, f, kind, "kill")
+    power_cut(dev, f)
+    data = f.read_bytes()
+    assert data[:800] == b"".join(b"%04d" % i for i in range(200)) and data[7000:7004] == b"last", data[:40]
+
+
+# Bypass mode: a file with a view is not promoted (the view reads the page
+# cache, which a promoted file's writes do not reach); without one it is.
+BYPASS = r"""
+import mmap, os, sys, time
+path, view = sys.argv[1], sys.argv[2] == "view"
+fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+os.write(fd, b"." * 4096)
+os.fsync(fd)
+m = mmap.mmap(fd, 4096, prot=mmap.PROT_READ) if view else None
+for i in range(400):
+    os.write(fd, b"%04d" % i)
+    os.fdatasync(fd)
+    if i == 0:
+        time.sleep(0.1)  # the write-back thread starts: leases need it
+    if view and i % 50 == 0:
+        m2 = mmap.mmap(fd, 4096 + 4 * (i + 1), prot=mmap.PROT_READ)
+        assert m2[4096 + 4 * i:] == b"%04d" % i  # a fresh look sees the write
+        m2.close()
+print("acknowledged", flush=True)
+"""
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_bypass_mode_does_not_promote_a_viewed_file(dev, diskdir, view):
+    c = ran(dev, BYPASS, diskdir / "f", "view" if view else "none", mode="bypass", kill=False)
+    if view:
+        assert c["promotions"] == 0 and c["fallback_mmap"] == 0, c
+    else:
+        assert c["promotions"] >= 1, c  # the control: the same writer is promoted
+
+
+LMDB_WRITER = r"""
+import lmdb, os, sys
+env = lmdb.open(sys.argv[1], map_size=64 << 20)
+for i in range(int(sys.argv[2])):
+    with env.begin(write=True) as t:
+        t.put(b"k%06d" % i, b"v%06d" % i * 20)
+    print(i, flush=True)  # acknowledged: the commit synced
+if sys.argv[3] == "kill":
+    os.kill(os.getpid(), 9)
+"""
+
+LMDB_READER = r"""
+import lmdb, sys
+env = lmdb.open(sys.argv[1], map_size=64 << 20, readonly=True, lock=False)
+with env.begin() as t:
+    got = [int(k[1:]) for k, v in t.cursor() if v == b"v%s" % k[1:] * 20]
+print(len(got), max(got) + 1 if got else 0)
+"""
+
+SYSPY = "/usr/bin/python3"  # Debian's python3-lmdb
+
+
+def test_lmdb_commits_are_lightweight_and_survive_a_power_cut(dev, diskdir):
+    """LMDB maps its data file read-only and writes it with pwrite: each
+    commit's two syncs are answered from the device; after a kill and a
+    power cut every acknowledged commit is there, and mdb_stat reads the
+    environment."""
+    db = diskdir / "db"
+    db.mkdir()
+    p = run(TDAX, "run", "--device", dev, "--", SYSPY, "-c", LMDB_WRITER, db, 500, "exit", env=TDAX_ENV)
+    assert p.returncode == 0, p.stderr
+    c = info(dev)["counters"]
+    assert c["light_syncs"] >= 900 and c["real_syncs"] <= 20, c
+    db2 = diskdir / "db2"
+    db2.mkdir()
+    p = run(TDAX, "run", "--device", dev, "--", SYSPY, "-c", LMDB_WRITER, db2, 500, "kill", env=TDAX_ENV)
+    acked = len(p.stdout.split())
+    assert p.returncode == -9 and acked == 500, p.stderr
+    power_cut(dev, db2 / "data.mdb")
+    out = subprocess.run([SYSPY, "-c", LMDB_READER, db2], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["500", "500"], out
+    st = subprocess.run(["mdb_stat", "-e", str(db2)], capture_output=True, text=True)
+    assert st.returncode == 0 and "Entries: 500" in st.stdout, st.stdout + st.stderr
