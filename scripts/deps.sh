@@ -50,3 +50,16 @@ if [ ! -x $venv/bin/python ] || ! cmp -s requirements.txt "$stamp"; then
 	$venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	cp requirements.txt "$stamp"
 fi
+
+# tests/py/test_lmdb_suite.py: py-lmdb's own tests, from the sdist of the
+# version Debian's python3-lmdb is (PyPI; checked against its sha256).
+lmdb_tests=build/py-lmdb-1.4.0
+if [ ! -d $lmdb_tests/tests ]; then
+	echo "deps: fetching py-lmdb 1.4.0's tests"
+	rm -rf build/dl && mkdir -p build/dl
+	$venv/bin/pip download -q --disable-pip-version-check --no-deps --no-binary :all: lmdb==1.4.0 -d build/dl
+	echo "39f6c4ee145d28d17025d350720abb6f95db816514e868db57444fdef51cbb47  build/dl/lmdb-1.4.0.tar.gz" |
+		sha256sum -c --quiet -
+	tar -xzf build/dl/lmdb-1.4.0.tar.gz -C build/dl
+	rm -rf $lmdb_tests && mv build/dl/lmdb-1.4.0 $lmdb_tests && rm -rf build/dl
+fi
