@@ -131,13 +131,21 @@ static int let_go(uint32_t idx, uint32_t gen, bool dir_synced)
 		}
 		tdax_count(TDAX_ST_DIR_SYNCS, 1);
 	}
-	tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
+	/* Kernel-only from here: a process that still has it open syncs it
+	 * through the kernel. A removal tdax saw is the normal course (SQLite
+	 * removes a journal every transaction): no fallback counted; a file
+	 * gone behind tdax's back is one. */
+	bool seen = tdax_file_gone(atomic_load(&rt->removed));
+	if (seen)
+		tdax_coherent_retire(idx);
+	else
+		tdax_coherent_kernel_only(idx, TDAX_FB_METADATA);
 	uint64_t upto = atomic_load(tdax_rt.dev->seq);
 	atomic_store(&rt->first_log_ns, 0);
 	atomic_store(&rt->logged_bytes, 0);
 	atomic_store(&rt->rewrite, 0);
 	tdax_log_release(tdax_rt.dev, idx, gen, upto);
-	if (tdax_file_gone(atomic_load(&rt->removed)))
+	if (seen)
 		tdax_files_forget(tdax_rt.dev, idx, gen);
 	return 0;
 }

@@ -566,14 +566,24 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 	return rc;
 }
 
-void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
+/* The file goes to the kernel for good; true if this made it so. */
+static bool kernel_only(uint32_t idx, enum tdax_fallback why)
 {
-	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint32_t none = 0;
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_META, idx, 0, 0, (uint16_t)why);
-	if (atomic_compare_exchange_strong(&rt->unmanaged, &none, (uint32_t)why))
+	return atomic_compare_exchange_strong(&tdax_rt_of(idx)->unmanaged, &none, (uint32_t)why);
+}
+
+void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
+{
+	if (kernel_only(idx, why))
 		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
+}
+
+void tdax_coherent_retire(uint32_t idx)
+{
+	kernel_only(idx, TDAX_FB_METADATA);
 }
 
 void tdax_coherent_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why)

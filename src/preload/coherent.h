@@ -184,6 +184,10 @@ void tdax_coherent_uncover(uint32_t idx, enum tdax_fallback why);
  * until its next real sync). */
 void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why);
 
+/* The same for a file whose removal tdax saw, its records let go: nothing
+ * fell back (the application removed it), so no fallback is counted. */
+void tdax_coherent_retire(uint32_t idx);
+
 /* A write path tdax cannot follow reaches the file: checkpoint it and keep
  * it on the kernel path from now on. */
 void tdax_coherent_unmanage(int fd, uint32_t idx, uint32_t gen, enum tdax_fallback why);

@@ -724,3 +724,27 @@ stop = True; t.join()
     for _ in range(8):  # the race is the last record against the last real sync
         tdax_run(dev, code, path, env={"TDAX_WB_AGE_MS": "3600000"})
         assert info(dev)["live_records"] == 0, "a record outlived the clean exit"
+
+
+def test_files_removed_under_tdax_are_let_go_without_counting_fallbacks(dev, diskdir):
+    """A file made, written, synced and removed, over and over (SQLite's
+    rollback journal): the write-back lets each one's records go once its
+    removal is durable; nothing fell back to the kernel's sync, so no
+    fallback is counted (status said "fallbacks: metadata N", one per
+    transaction, though every sync was lightweight)."""
+    code = r"""
+import os, sys
+for i in range(20):
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"j" * 3000)
+    os.fsync(fd)
+    os.write(fd, b"k" * 100)
+    os.fsync(fd)
+    os.close(fd)
+    os.unlink(sys.argv[1])
+"""
+    tdax_run(dev, code, diskdir / "journal")
+    i = info(dev)
+    c = i["counters"]
+    assert i["live_records"] == 0 and i["files_registered"] == 0, i
+    assert c["light_syncs"] >= 20 and c["fallback_metadata"] == 0, c
