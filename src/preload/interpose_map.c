@@ -108,8 +108,5 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 
 EXPORT int munmap(void *addr, size_t len)
 {
-	int r = (int)tdax_syscall(SYS_munmap, addr, len);
-	if (r == 0)
-		tdax_views_unmapped((uintptr_t)addr, len);
-	return r;
+	return tdax_views_munmap(addr, len);
 }

@@ -32,21 +32,23 @@ bool tdax_views_add(int fd, uint64_t dev, uint64_t ino, uintptr_t addr, size_t l
 	if (shared && dup < 0)
 		return false;
 	struct view *v = NULL;
+	bool added = false;
 	pthread_mutex_lock(&views_lock);
 	for (int i = 0; i < TDAX_VIEWS_MAX && !v; i++)
 		if (!views[i].addr && views[i].fd < 0)
 			v = &views[i];
 	if (v) {
 		*v = (struct view){ .addr = addr, .len = len, .dev = dev, .ino = ino, .shared = shared, .fd = dup };
-		if (shared && tdax_ownfd_keep(&v->fd) != 0) /* (closed) */
-			*v = (struct view){ .fd = -1 };
-		else
+		added = !shared || tdax_ownfd_keep(&v->fd) == 0; /* (a duplicate not kept is closed) */
+		if (added)
 			atomic_fetch_add(&tdax_views_live, 1);
+		else
+			*v = (struct view){ .fd = -1 };
 	} else if (dup >= 0) {
 		tdax_syscall(SYS_close, dup);
 	}
 	pthread_mutex_unlock(&views_lock);
-	return v && v->addr == addr;
+	return added;
 }
 
 static bool overlaps(const struct view *v, uintptr_t addr, size_t len)
@@ -134,6 +136,23 @@ void tdax_views_unmapped_slow(uintptr_t addr, size_t len)
 	pthread_mutex_lock(&views_lock);
 	gone_locked(addr, len, NULL);
 	pthread_mutex_unlock(&views_lock);
+}
+
+int tdax_views_munmap(void *addr, size_t len)
+{
+	if (!atomic_load_explicit(&tdax_views_live, memory_order_relaxed))
+		return (int)tdax_syscall(SYS_munmap, addr, len);
+	/* The lock is held over the call: another thread that maps memory
+	 * where a view was and makes it writable finds the view gone, not a
+	 * view of a file in its place. */
+	pthread_mutex_lock(&views_lock);
+	int r = (int)tdax_syscall(SYS_munmap, addr, len);
+	int err = errno;
+	if (r == 0)
+		gone_locked((uintptr_t)addr, len, NULL);
+	pthread_mutex_unlock(&views_lock);
+	errno = err;
+	return r;
 }
 
 void *tdax_views_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)

@@ -69,14 +69,17 @@ int tdax_views_fd(int slot);
 /* Close the taken views' duplicates; their slots are free again. */
 void tdax_views_let_go(const struct tdax_views_taken *t);
 
-/* [addr, addr + len) was unmapped (or mapped over): the views inside it
- * are gone. */
+/* [addr, addr + len) was mapped over: the views inside it are gone. */
 void tdax_views_unmapped_slow(uintptr_t addr, size_t len);
 static inline void tdax_views_unmapped(uintptr_t addr, size_t len)
 {
 	if (__builtin_expect(atomic_load_explicit(&tdax_views_live, memory_order_relaxed) != 0, 0))
 		tdax_views_unmapped_slow(addr, len);
 }
+
+/* The kernel's munmap, under the table's lock while views live; the views
+ * inside what it unmapped are gone. */
+int tdax_views_munmap(void *addr, size_t len);
 
 /* The kernel's mremap, under the table's lock while views live (no
  * mprotect of a view's new place comes between the call and the view's
