@@ -557,6 +557,9 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		}
 		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
 	}
+	uint32_t gone = atomic_load(&rt->unmanaged);
+	if (gone == TDAX_FB_MMAP) /* (told now: see tdax_coherent_kernel_only) */
+		tdax_fallback_said(TDAX_FB_MMAP, f->path);
 	tdax_count_sync(false);
 	if (tdax_tracing)
 		tdax_trace_event(TDAX_TR_SYNC, idx, 0, 0, (uint16_t)(datasync | TDAX_TRF_REAL));
@@ -577,7 +580,14 @@ static bool kernel_only(uint32_t idx, enum tdax_fallback why)
 
 void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
 {
-	if (kernel_only(idx, why))
+	if (!kernel_only(idx, why))
+		return;
+	/* A writable shared mapping is said at the file's first write or
+	 * sync the kernel then takes (LMDB maps its lock file so and never
+	 * syncs it: nothing to tell); counted now. */
+	if (why == TDAX_FB_MMAP)
+		tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	else
 		tdax_fallback(why, tdax_file_at(tdax_rt.dev, idx)->path);
 }
 

@@ -95,6 +95,11 @@ void tdax_warn(const char *fmt, const char *a, const char *b)
 void tdax_fallback(enum tdax_fallback why, const char *path)
 {
 	tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
+	tdax_fallback_said(why, path);
+}
+
+void tdax_fallback_said(enum tdax_fallback why, const char *path)
+{
 	/* The normal course of things -- counted, worth a warning only when
 	 * asked (TDAX_VERBOSE): a change of names, a range not upgraded, a
 	 * stdio stream (a log file a server opens with fopen for every line:

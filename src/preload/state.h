@@ -258,6 +258,8 @@ void tdax_bypass_tunables(const struct tdax_device *dev, struct tdax_tunables *t
 
 /* Count a fallback and say so once per process and reason (unless quiet). */
 void tdax_fallback(enum tdax_fallback why, const char *path);
+/* Only the saying. */
+void tdax_fallback_said(enum tdax_fallback why, const char *path);
 
 /* Add this process's counters into the device's. */
 void tdax_stats_flush(void);

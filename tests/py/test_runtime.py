@@ -292,6 +292,20 @@ def test_a_stdio_stream_is_counted_and_warned_of_only_when_verbose(dev, diskdir,
     assert info(dev)["counters"]["fallback_stdio"] >= 1
 
 
+@pytest.mark.parametrize("synced", [False, True])
+def test_a_writable_mapping_is_warned_of_when_it_costs_a_sync(dev, diskdir, synced):
+    """A writable shared mapping makes its file the kernel's (counted at
+    once); the warning waits for a sync (or write) the kernel then takes:
+    LMDB maps its lock file so and never syncs it, and every LMDB process
+    under tdax warned of it."""
+    code = ("import mmap, os, sys; fd = os.open(%r, os.O_RDWR | os.O_CREAT, 0o644); os.fsync(fd); "
+            "os.ftruncate(fd, 4096); m = mmap.mmap(fd, 4096); m[0:1] = b'z'%s") % (
+        str(diskdir / "lock"), "; os.fsync(fd)" if synced else "")
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", code, check=0)
+    assert ("falling back to the kernel's sync (mmap)" in p.stderr) == synced, p.stderr
+    assert info(dev)["counters"]["fallback_mmap"] >= 1
+
+
 def test_copy_file_range_into_a_file_needs_the_kernel(dev, diskdir):
     src = diskdir / "src"
     src.write_bytes(b"copied bytes")
