@@ -6,39 +6,56 @@
  * write is a view (views.h), followed until it could.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 
 #include "core/sys.h"
+#include "preload/checkpoint.h"
+#include "preload/coherent.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
-#include "preload/manage.h"
 #include "preload/mode.h"
 #include "preload/promoted.h"
 #include "preload/start.h"
 #include "preload/state.h"
 #include "preload/views.h"
 
+/* A managed descriptor of the view's file in this process: the one it
+ * was made from if it still names that file, else another; -1 if none. */
+static int descriptor_of(const struct tdax_view *v)
+{
+	int hi = tdax_fd_hiwater();
+	for (int fd = v->fd, i = -1; i <= hi; fd = ++i) {
+		const struct tdax_fd *e = tdax_managed(fd);
+		uint64_t size;
+		if (e && e->dev == v->dev && e->ino == v->ino && tdax_fd_still(fd, e, &size))
+			return fd;
+	}
+	return -1;
+}
+
 /* The taken views' files go to the kernel, as a writable shared mapping's
- * does at mmap: each through the view's duplicate of its descriptor,
- * managed for it and then forgotten. */
+ * does at mmap: through a descriptor of the file the process has, else by
+ * its entry (checkpointed through a descriptor tdax opens: the process has
+ * none of the file, so holds no POSIX lock on it that a close could drop),
+ * else the file is tainted (views.h). */
 static void lose_sight(const struct tdax_views_taken *t)
 {
 	for (int i = 0; i < t->n; i++) {
-		int fd = tdax_views_fd(t->slot[i]);
-		int flags = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
-		if (flags < 0)
-			continue;
-		tdax_manage(fd, NULL, flags);
-		const struct tdax_fd *e = tdax_managed(fd);
+		const struct tdax_view *v = &t->v[i];
+		int fd = descriptor_of(v);
+		const struct tdax_fd *e = fd >= 0 ? tdax_managed(fd) : NULL;
+		uint32_t idx, gen;
 		if (e)
 			tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_MMAP);
-		tdax_fd_forget(fd);
+		else if (tdax_on() && tdax_files_find(tdax_rt.dev, &v->id, &idx, &gen) == 0) {
+			tdax_coherent_kernel_only(idx, TDAX_FB_MMAP);
+			tdax_checkpoint_file(idx);
+		}
+		if (!e)
+			tdax_views_taint(&v->id);
 	}
-	tdax_views_let_go(t);
 }
-
 /* [addr, addr + len) may become writable. */
 static void may_write(void *addr, size_t len)
 {
@@ -65,8 +82,10 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	/* The mapping cannot write now; a shared one could later, from the
 	 * first mprotect on (views.h). No room to follow it: taken as
 	 * writable now (before any store can be made through it). */
-	if (e && !tdax_views_add(fd, e->dev, e->ino, (uintptr_t)p, len, shared) && shared &&
-	    (e = tdax_managed(fd)))
+	struct tdax_ident id;
+	if (e && (tdax_ident_of_fd(fd, &id) != 0 ||
+		  !tdax_views_add(fd, e->dev, e->ino, &id, (uintptr_t)p, len, shared)) &&
+	    shared && (e = tdax_managed(fd)))
 		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_MMAP);
 	return p;
 }

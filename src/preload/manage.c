@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "preload/manage.h"
+#include "preload/views.h"
 #include "core/sys.h"
 #include "core/trace.h"
 #include "preload/coherent.h"
@@ -194,6 +195,11 @@ static int register_fd(int fd, const char *path_or_null, const struct stat *st, 
 		tdax_fallback(TDAX_FB_UNREGISTERED, path);
 		return -1;
 	}
+	/* A view of it was made writable here when the process had no
+	 * descriptor of it (views.h): the kernel's, as if mapped writable. */
+	struct tdax_ident id = tdax_file_ident(tdax_file_at(tdax_rt.dev, *idx));
+	if (tdax_views_tainted(&id))
+		tdax_coherent_kernel_only(*idx, TDAX_FB_MMAP);
 	if (tdax_tracing && tdax_rt.named[*idx] != *gen) {
 		tdax_rt.named[*idx] = *gen;
 		tdax_trace_name(*idx, path);

@@ -4,63 +4,51 @@
 #define _GNU_SOURCE
 #include "preload/views.h"
 #include "core/sys.h"
-#include "preload/fdtable.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/mman.h>
 
-struct view {
-	uintptr_t addr; /* 0: no view here (the slot is free once fd is -1 too) */
+struct slot {
+	uintptr_t addr; /* 0: free */
 	size_t len;
-	uint64_t dev, ino;
 	bool shared;
-	int fd;         /* shared: tdax's duplicate of the descriptor it was made from */
+	struct tdax_view v;
 };
 
-_Atomic uint32_t tdax_views_live;
+_Atomic uint32_t tdax_views_live, tdax_views_taints;
 
-/* Slots change under the lock; a dropped view's duplicate is let go after
- * it (losing sight of a file syncs it), the slot taken until then. */
-static struct view views[TDAX_VIEWS_MAX] = { [0 ... TDAX_VIEWS_MAX - 1] = { .fd = -1 } };
+static struct slot views[TDAX_VIEWS_MAX];
+static struct tdax_ident taints[TDAX_VIEWS_MAX];
 static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
 
-bool tdax_views_add(int fd, uint64_t dev, uint64_t ino, uintptr_t addr, size_t len, bool shared)
+bool tdax_views_add(int fd, uint64_t dev, uint64_t ino, const struct tdax_ident *id, uintptr_t addr,
+		    size_t len, bool shared)
 {
-	int dup = shared ? (int)tdax_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0) : -1;
-	if (shared && dup < 0)
-		return false;
-	struct view *v = NULL;
 	bool added = false;
 	pthread_mutex_lock(&views_lock);
-	for (int i = 0; i < TDAX_VIEWS_MAX && !v; i++)
-		if (!views[i].addr && views[i].fd < 0)
-			v = &views[i];
-	if (v) {
-		*v = (struct view){ .addr = addr, .len = len, .dev = dev, .ino = ino, .shared = shared, .fd = dup };
-		added = !shared || tdax_ownfd_keep(&v->fd) == 0; /* (a duplicate not kept is closed) */
-		if (added)
+	for (int i = 0; i < TDAX_VIEWS_MAX && !added; i++)
+		if (!views[i].addr) {
+			views[i] = (struct slot){ .addr = addr, .len = len, .shared = shared,
+						  .v = { .fd = fd, .dev = dev, .ino = ino, .id = *id } };
 			atomic_fetch_add(&tdax_views_live, 1);
-		else
-			*v = (struct view){ .fd = -1 };
-	} else if (dup >= 0) {
-		tdax_syscall(SYS_close, dup);
-	}
+			added = true;
+		}
 	pthread_mutex_unlock(&views_lock);
 	return added;
 }
 
-static bool overlaps(const struct view *v, uintptr_t addr, size_t len)
+static bool overlaps(const struct slot *s, uintptr_t addr, size_t len)
 {
-	return v->addr && addr < v->addr + v->len && v->addr < addr + len;
+	return s->addr && addr < s->addr + s->len && s->addr < addr + len;
 }
 
-/* Locked: take view v out of the table (its slot stays taken while its
- * duplicate lives). */
-static void take(struct view *v)
+/* Locked: free slot s. */
+static void drop(struct slot *s)
 {
-	v->addr = 0;
+	s->addr = 0;
 	atomic_fetch_sub(&tdax_views_live, 1);
 }
 
@@ -69,8 +57,8 @@ void tdax_views_take_slow(uintptr_t addr, size_t len, struct tdax_views_taken *t
 	pthread_mutex_lock(&views_lock);
 	for (int i = 0; i < TDAX_VIEWS_MAX; i++)
 		if (views[i].shared && overlaps(&views[i], addr, len)) {
-			take(&views[i]);
-			t->slot[t->n++] = i;
+			t->v[t->n++] = views[i].v;
+			drop(&views[i]);
 		}
 	pthread_mutex_unlock(&views_lock);
 }
@@ -81,7 +69,7 @@ static size_t pages(size_t len)
 	return (len + 4095) & ~(size_t)4095;
 }
 
-static bool whole_move(const struct view *v, uintptr_t old, size_t old_len, int flags)
+static bool whole_move(const struct slot *v, uintptr_t old, size_t old_len, int flags)
 {
 	return v->addr == old && pages(v->len) == pages(old_len) && old_len && !(flags & MREMAP_DONTUNMAP);
 }
@@ -103,31 +91,13 @@ void tdax_views_take_moved(uintptr_t old, size_t old_len, int flags, struct tdax
 		tdax_views_take_slow(old, old_len ? old_len : 1, t);
 }
 
-int tdax_views_fd(int slot)
-{
-	return views[slot].fd;
-}
-
-void tdax_views_let_go(const struct tdax_views_taken *t)
-{
-	pthread_mutex_lock(&views_lock);
-	for (int i = 0; i < t->n; i++)
-		if (views[t->slot[i]].fd >= 0)
-			tdax_ownfd_close(&views[t->slot[i]].fd); /* (-1 now: the slot is free) */
-	pthread_mutex_unlock(&views_lock);
-}
-
-/* Locked: take every view inside [addr, addr + len) but keep; their
- * duplicates are closed, their slots free. */
-static void gone_locked(uintptr_t addr, size_t len, const struct view *keep)
+/* Locked: free every view inside [addr, addr + len) but keep. */
+static void gone_locked(uintptr_t addr, size_t len, const struct slot *keep)
 {
 	for (int i = 0; i < TDAX_VIEWS_MAX; i++) {
-		struct view *v = &views[i];
-		if (v != keep && v->addr && v->addr >= addr && v->addr + v->len <= addr + len) {
-			take(v);
-			if (v->fd >= 0)
-				tdax_ownfd_close(&v->fd);
-		}
+		struct slot *v = &views[i];
+		if (v != keep && v->addr && v->addr >= addr && v->addr + v->len <= addr + len)
+			drop(v);
 	}
 }
 
@@ -161,7 +131,7 @@ void *tdax_views_mremap(void *old, size_t old_len, size_t new_len, int flags, vo
 		return (void *)tdax_syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
 	uintptr_t a = (uintptr_t)old;
 	pthread_mutex_lock(&views_lock);
-	struct view *whole = NULL;
+	struct slot *whole = NULL;
 	bool here = false;
 	for (int i = 0; i < TDAX_VIEWS_MAX; i++) {
 		here |= overlaps(&views[i], a, old_len ? old_len : 1);
@@ -195,7 +165,36 @@ bool tdax_views_of(uint64_t dev, uint64_t ino)
 	bool found = false;
 	pthread_mutex_lock(&views_lock);
 	for (int i = 0; i < TDAX_VIEWS_MAX && !found; i++)
-		found = views[i].addr && views[i].dev == dev && views[i].ino == ino;
+		found = views[i].addr && views[i].v.dev == dev && views[i].v.ino == ino;
+	pthread_mutex_unlock(&views_lock);
+	return found;
+}
+
+void tdax_views_taint(const struct tdax_ident *id)
+{
+	pthread_mutex_lock(&views_lock);
+	uint32_t n = atomic_load(&tdax_views_taints);
+	bool known = false;
+	for (uint32_t i = 0; i < n && !known; i++)
+		known = tdax_ident_same(&taints[i], id);
+	if (!known) {
+		/* Full (32 files, each made writable after the process had
+		 * closed every descriptor of it): the oldest gives way. */
+		if (n == TDAX_VIEWS_MAX)
+			memmove(taints, taints + 1, sizeof(taints[0]) * --n);
+		taints[n] = *id;
+		atomic_store(&tdax_views_taints, n + 1);
+	}
+	pthread_mutex_unlock(&views_lock);
+}
+
+bool tdax_views_tainted_slow(const struct tdax_ident *id)
+{
+	bool found = false;
+	pthread_mutex_lock(&views_lock);
+	uint32_t n = atomic_load(&tdax_views_taints);
+	for (uint32_t i = 0; i < n && !found; i++)
+		found = tdax_ident_same(&taints[i], id);
 	pthread_mutex_unlock(&views_lock);
 	return found;
 }

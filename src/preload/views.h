@@ -8,10 +8,12 @@
  * unseen. The hook of a call that could make one writable (or move it
  * where it is not followed: mremap, other than of a whole view) gives the
  * file to the kernel first, as a writable shared mapping does at mmap:
- * checkpointed, and its syncs real for good (interpose_map.c). For that a
- * shared view keeps a duplicate of the descriptor it was made from (one
- * of tdax's own, high and close-on-exec), whatever becomes of the
- * application's.
+ * checkpointed, and its syncs real for good (interpose_map.c) -- through a
+ * descriptor of the file the process still has, or by its entry. tdax
+ * opens and closes no descriptor of the file in the application's table
+ * for it: a close would drop the process's POSIX locks on the file
+ * (SQLite's). A file that has neither then is *tainted* in this process:
+ * registered later, it goes to the kernel at once.
  *
  * Every view keeps its file out of bypass mode: it reads the page cache,
  * which a promoted file's writes do not reach.
@@ -28,23 +30,30 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
+
+#include "core/files.h"
 
 #define TDAX_VIEWS_MAX 32
 
 /* Views in this process. */
 extern _Atomic uint32_t tdax_views_live;
 
-/* fd (managed, the file st_dev dev, st_ino ino) was just mapped at
- * [addr, addr + len), not writable; shared: MAP_SHARED. False if the
- * table has no room (a shared view is then to be taken as writable). */
-bool tdax_views_add(int fd, uint64_t dev, uint64_t ino, uintptr_t addr, size_t len, bool shared);
+/* fd (managed; the file st_dev dev, st_ino ino, identity id) was just
+ * mapped at [addr, addr + len), not writable; shared: MAP_SHARED. False if
+ * the table has no room (a shared view is then to be taken as writable). */
+bool tdax_views_add(int fd, uint64_t dev, uint64_t ino, const struct tdax_ident *id, uintptr_t addr,
+		    size_t len, bool shared);
 
 /* Shared views taken out of the table, whose files the caller gives to
- * the kernel (through tdax_views_fd) before it lets them go. */
+ * the kernel. */
+struct tdax_view {
+	int fd;                /* the descriptor it was made from (it may be closed, or another file's, now) */
+	uint64_t dev, ino;     /* st_dev, st_ino */
+	struct tdax_ident id;
+};
 struct tdax_views_taken {
 	int n;
-	int slot[TDAX_VIEWS_MAX];
+	struct tdax_view v[TDAX_VIEWS_MAX];
 };
 
 /* [addr, addr + len) may become writable (mprotect with PROT_WRITE): take
@@ -62,12 +71,6 @@ static inline void tdax_views_take(uintptr_t addr, size_t len, struct tdax_views
  * tdax_views_mremap follows), that is part of a view, several, a copy
  * (old_len 0) or one left behind (MREMAP_DONTUNMAP). */
 void tdax_views_take_moved(uintptr_t old, size_t old_len, int flags, struct tdax_views_taken *t);
-
-/* A taken view's duplicate of its descriptor. */
-int tdax_views_fd(int slot);
-
-/* Close the taken views' duplicates; their slots are free again. */
-void tdax_views_let_go(const struct tdax_views_taken *t);
 
 /* [addr, addr + len) was mapped over: the views inside it are gone. */
 void tdax_views_unmapped_slow(uintptr_t addr, size_t len);
@@ -89,6 +92,17 @@ void *tdax_views_mremap(void *old, size_t old_len, size_t new_len, int flags, vo
 
 /* Does a view of this process map the file st_dev dev, st_ino ino? */
 bool tdax_views_of(uint64_t dev, uint64_t ino);
+
+/* The file of identity id is tainted in this process (above). */
+void tdax_views_taint(const struct tdax_ident *id);
+/* Is it? One load while no file is. */
+bool tdax_views_tainted_slow(const struct tdax_ident *id);
+extern _Atomic uint32_t tdax_views_taints;
+static inline bool tdax_views_tainted(const struct tdax_ident *id)
+{
+	return __builtin_expect(atomic_load_explicit(&tdax_views_taints, memory_order_relaxed) != 0, 0) &&
+	       tdax_views_tainted_slow(id);
+}
 
 /* fork: the table's lock is taken before and let go after, on both sides. */
 void tdax_views_before_fork(void);

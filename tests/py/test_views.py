@@ -239,3 +239,79 @@ def test_views_made_and_dropped_by_threads_and_forks_alongside_mprotect(dev, dis
     assert p.returncode == 0 and "acknowledged []" in p.stdout, p.stdout + p.stderr
     c = info(dev)["counters"]
     assert c["fallback_mmap"] == 0 and c["light_syncs"] >= 45, c
+
+
+# The process holds a POSIX lock on the file (SQLite's locking) and maps it
+# read-only; tdax closes no descriptor of the file for the view (a close
+# drops every POSIX lock the process has on it): another process still
+# finds the lock held after the view is unmapped, and after it is made
+# writable.
+LOCKED = r"""
+import ctypes, fcntl, mmap, os, subprocess, sys
+path, how = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"." * 8192, 0)
+os.fsync(fd)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+v = libc.mmap(None, 8192, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+if how == "munmap":
+    assert libc.munmap(v, 8192) == 0
+else:
+    assert libc.mprotect(v, 8192, mmap.PROT_READ | mmap.PROT_WRITE) == 0
+probe = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\ntry:\n    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\nexcept OSError:\n    print('held')"
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+print(subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True, env=env).stdout.strip())
+"""
+
+
+@pytest.mark.parametrize("how", ["munmap", "mprotect"])
+def test_a_view_drops_no_posix_lock_of_the_process(dev, diskdir, how):
+    # (No durable shadow: the test build's copy at each real sync opens
+    # and closes the file, as no product code does.)
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", PY, "-c", LOCKED, diskdir / "f", how,
+            env={**TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"})
+    assert p.returncode == 0 and p.stdout.strip() == "held", p.stdout + p.stderr
+
+
+# A view made writable after the process closed every descriptor of its
+# file: the file goes to the kernel by its entry (policy always: the sync
+# before registered it) or, with no entry yet (the default policy: one sync
+# is no stream), it is tainted, and its registration later makes it the
+# kernel's. Either way the store through the mapping is made durable by the
+# sync after it.
+CLOSED = r"""
+import ctypes, mmap, os, sys
+path = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.pwrite(fd, b"." * 8192, 0)
+os.fsync(fd)
+v = libc.mmap(None, 8192, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+os.close(fd)
+assert libc.mprotect(v, 8192, mmap.PROT_READ | mmap.PROT_WRITE) == 0
+ctypes.memmove(v + 6000, b"stored through the mapping", 26)
+fd = os.open(path, os.O_RDWR)
+for i in range(20):  # a stream of syncs: registered under any policy
+    os.pwrite(fd, b"%04d" % i, 4 * i)
+    os.fdatasync(fd)
+print("acknowledged", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+@pytest.mark.parametrize("policy", ["always", "adaptive"])
+def test_a_view_made_writable_with_no_descriptor_left(dev, diskdir, policy):
+    f = diskdir / "f"
+    ran(dev, CLOSED, f, policy=policy)
+    power_cut(dev, f)
+    data = f.read_bytes()
+    assert data[6000:6026] == b"stored through the mapping", data[6000:6026]
+    assert data[:80] == b"".join(b"%04d" % i for i in range(20)), data[:80]
