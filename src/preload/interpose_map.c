@@ -36,9 +36,10 @@ static int descriptor_of(const struct tdax_view *v)
 
 /* The taken views' files go to the kernel, as a writable shared mapping's
  * does at mmap: through a descriptor of the file the process has, else by
- * its entry (checkpointed through a descriptor tdax opens: the process has
- * none of the file, so holds no POSIX lock on it that a close could drop),
- * else the file is tainted (views.h). */
+ * its entry (checkpointed through a descriptor tdax opens and closes: the
+ * process has no writable one of the file; a read-only one, which tdax
+ * does not manage, would lose its POSIX locks), else the file is tainted
+ * (views.h). */
 static void lose_sight(const struct tdax_views_taken *t)
 {
 	for (int i = 0; i < t->n; i++) {

@@ -9,11 +9,11 @@
  * where it is not followed: mremap, other than of a whole view) gives the
  * file to the kernel first, as a writable shared mapping does at mmap:
  * checkpointed, and its syncs real for good (interpose_map.c) -- through a
- * descriptor of the file the process still has, or by its entry. tdax
- * opens and closes no descriptor of the file in the application's table
- * for it: a close would drop the process's POSIX locks on the file
- * (SQLite's). A file that has neither then is *tainted* in this process:
- * registered later, it goes to the kernel at once.
+ * descriptor of the file the process still has, or by its entry. A view
+ * keeps no descriptor of its own: closing it would drop the process's
+ * POSIX locks on the file (SQLite's). A file that has neither then is
+ * *tainted* in this process: registered later, it goes to the kernel at
+ * once.
  *
  * Every view keeps its file out of bypass mode: it reads the page cache,
  * which a promoted file's writes do not reach.
