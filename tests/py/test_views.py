@@ -115,11 +115,13 @@ def test_a_view_leaves_syncs_lightweight_and_loses_nothing(dev, diskdir, kind):
 # cache, which a promoted file's writes do not reach); without one it is.
 BYPASS = r"""
 import mmap, os, sys, time
-path, view = sys.argv[1], sys.argv[2] == "view"
+path, kind = sys.argv[1], sys.argv[2]
+view = kind != "none"
 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 os.write(fd, b"." * 4096)
 os.fsync(fd)
-m = mmap.mmap(fd, 4096, prot=mmap.PROT_READ) if view else None
+flags = mmap.MAP_PRIVATE if kind == "private" else mmap.MAP_SHARED
+m = mmap.mmap(fd, 4096, flags=flags, prot=mmap.PROT_READ) if view else None
 for i in range(400):
     os.write(fd, b"%04d" % i)
     os.fdatasync(fd)
@@ -133,10 +135,10 @@ print("acknowledged", flush=True)
 """
 
 
-@pytest.mark.parametrize("view", [True, False])
-def test_bypass_mode_does_not_promote_a_viewed_file(dev, diskdir, view):
-    c = ran(dev, BYPASS, diskdir / "f", "view" if view else "none", mode="bypass", kill=False)
-    if view:
+@pytest.mark.parametrize("kind", ["shared", "private", "none"])
+def test_bypass_mode_does_not_promote_a_viewed_file(dev, diskdir, kind):
+    c = ran(dev, BYPASS, diskdir / "f", kind, mode="bypass", kill=False)
+    if kind != "none":
         assert c["promotions"] == 0 and c["fallback_mmap"] == 0, c
     else:
         assert c["promotions"] >= 1, c  # the control: the same writer is promoted
