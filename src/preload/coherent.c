@@ -557,8 +557,7 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 		}
 		tdax_fallback(TDAX_FB_UNSEEN_WRITE, f->path);
 	}
-	uint32_t gone = atomic_load(&rt->unmanaged);
-	if (gone == TDAX_FB_MMAP) /* (told now: see tdax_coherent_kernel_only) */
+	if (atomic_load(&rt->unmanaged) == TDAX_FB_MMAP) /* (told now: see tdax_coherent_kernel_only) */
 		tdax_fallback_said(TDAX_FB_MMAP, f->path);
 	tdax_count_sync(false);
 	if (tdax_tracing)

@@ -79,16 +79,18 @@ void tdax_views_take_moved(uintptr_t old, size_t old_len, int flags, struct tdax
 	t->n = 0;
 	if (!atomic_load_explicit(&tdax_views_live, memory_order_relaxed))
 		return;
-	int whole = -1, n = 0;
+	size_t len = old_len ? old_len : 1;
+	int n = 0;
+	bool whole = false;
 	pthread_mutex_lock(&views_lock);
 	for (int i = 0; i < TDAX_VIEWS_MAX; i++)
-		if (overlaps(&views[i], old, old_len ? old_len : 1)) {
+		if (overlaps(&views[i], old, len)) {
 			n++;
-			whole = whole_move(&views[i], old, old_len, flags) ? i : whole;
+			whole |= whole_move(&views[i], old, old_len, flags);
 		}
 	pthread_mutex_unlock(&views_lock);
-	if (n > (whole >= 0))
-		tdax_views_take_slow(old, old_len ? old_len : 1, t);
+	if (n > (int)whole)
+		tdax_views_take_slow(old, len, t);
 }
 
 /* Locked: free every view inside [addr, addr + len) but keep. */
