@@ -26,8 +26,11 @@
 /* One managed file descriptor. */
 enum {
 	TDAX_FD_APPEND = 1, /* O_APPEND: the kernel chooses the offset */
-	TDAX_FD_DSYNC = 2,  /* O_DSYNC: written through the twin, then a data sync */
-	TDAX_FD_SYNC = 4,   /* O_SYNC: written through the twin, then a sync */
+	/* O_DSYNC, O_SYNC: written through the twin, then a data sync or a
+	 * sync; in unregistered mode (no twin yet) the kernel syncs each
+	 * write, and the first one registers the file (unregistered.c). */
+	TDAX_FD_DSYNC = 2,
+	TDAX_FD_SYNC = 4,
 	TDAX_FD_NOLOG = 8,  /* O_DIRECT: writes bypass the page cache, never logged */
 	/* Unregistered mode: the open made the file (O_CREAT, empty) and may
 	 * read it back, so its first sync may log what it holds (coherent.h:

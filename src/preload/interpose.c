@@ -218,7 +218,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	uint64_t at;
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
-	if (tdax_unregistered(e))
+	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(write)(fd, buf, n));
 	if (kernel_write(fd, e, -1, n, &at))
 		return kernel_wrote(fd, e, -1, at, TDAX_REAL(write)(fd, buf, n));
@@ -232,7 +232,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	uint64_t at;
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
-	if (tdax_unregistered(e))
+	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
 	if (!vector_ok(iov, n))
 		return TDAX_REAL(writev)(fd, iov, n); /* refused, nothing written */
@@ -247,7 +247,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	uint64_t at;
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
-	if (tdax_unregistered(e)) {
+	if (tdax_unregistered_plain(e)) {
 		tdax_unregistered_test_pause();
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
 	}
@@ -268,7 +268,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	uint64_t at;
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
-	if (tdax_unregistered(e))
+	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
 	if (!vector_ok(iov, n))
 		return TDAX_REAL(pwritev)(fd, iov, n, off); /* refused, nothing written */

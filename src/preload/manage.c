@@ -240,15 +240,27 @@ static uint16_t fd_flags(int flags)
 	return ((flags & O_APPEND) ? TDAX_FD_APPEND : 0) | ((flags & O_DIRECT) ? TDAX_FD_NOLOG : 0);
 }
 
+/* O_SYNC (which includes O_DSYNC's bit) or O_DSYNC, as the entry says it. */
+static uint16_t sync_flags(int flags)
+{
+	return (flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0;
+}
+
 /*
  * Can fd wait for its file's registration (unregistered.h)? Not when the
- * file has an entry already (the descriptor joins it), nor when its writes
- * must be durable at once (O_SYNC, O_DSYNC), every write is to be traced
+ * file has an entry already (the descriptor joins it), nor when every write is to be traced
  * (a trace has every write of every file opened for writing), the process
  * cannot see its own writes (io_uring), or the file is made at the name of
  * a removed one whose stream it takes up (tracking.h: heirs). The count of
  * registrations is read before the index: an entry made after the look
  * moves it.
+ *
+ * A descriptor opened with O_SYNC or O_DSYNC waits too: its first write
+ * is a sync, and registers the file then (unregistered.c). Opened and
+ * never written (LMDB's meta descriptor under MDB_NOSYNC), it costs the
+ * file's other descriptors nothing: registered at the open, their every
+ * write paid the policy's bookkeeping (LMDB without syncs ran at 0.91 of
+ * itself without tdax).
  *
  * Policy always logs every write of a file from its first sync on: what is
  * written before that is promised nothing, so a file never synced
@@ -264,7 +276,7 @@ static bool may_wait(enum tdax_heir heir, int flags, bool made, const struct sta
 {
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
 	bool always_waits = !tdax_rt.bypass && !(flags & O_DIRECT) && (!made || (flags & O_ACCMODE) == O_RDWR);
-	return !(flags & O_DSYNC) && (tdax_rt.policy != TDAX_POLICY_ALWAYS || always_waits) &&
+	return (tdax_rt.policy != TDAX_POLICY_ALWAYS || always_waits) &&
 	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
 	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
 }
@@ -283,7 +295,8 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
 			.mode = TDAX_MODE_UNREGISTERED,
-			.flags = fd_flags(flags) | (made && (flags & O_ACCMODE) == O_RDWR ? TDAX_FD_MADE : 0),
+			.flags = fd_flags(flags) | sync_flags(flags) |
+				 (made && (flags & O_ACCMODE) == O_RDWR ? TDAX_FD_MADE : 0),
 			.dev = st.st_dev, .ino = st.st_ino,
 			.pos = path_or_null ? 0 : position(fd),
 			.opened_in = opened_in(path_or_null),
@@ -321,7 +334,7 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	if (tdax_rt.blind)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
 	tdax_fd_hold(idx);
-	uint32_t sync = (flags & O_SYNC) == O_SYNC ? TDAX_FD_SYNC : (flags & O_DSYNC) ? TDAX_FD_DSYNC : 0;
+	uint16_t sync = sync_flags(flags);
 	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
 	tdax_fds[fd] = (struct tdax_fd){
 		.file_plus1 = idx + 1, .gen = gen,
@@ -334,6 +347,25 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 	};
 	tdax_fd_used(fd);
 	return logged;
+}
+
+/*
+ * A descriptor opened with O_SYNC or O_DSYNC that waited in unregistered
+ * mode (its writes the kernel's, each synced by it) gets the twin it
+ * writes through from now on (fdtable.h), before its mode says it is
+ * registered; without one, the kernel goes on syncing every write itself.
+ */
+static void twin_up(int fd, struct tdax_fd *e)
+{
+	uint16_t sync = __atomic_load_n(&e->flags, __ATOMIC_RELAXED) & (TDAX_FD_DSYNC | TDAX_FD_SYNC);
+	if (!sync)
+		return;
+	int fl = (int)tdax_syscall(SYS_fcntl, fd, F_GETFL);
+	uint32_t twin = fl < 0 ? 0 : (uint32_t)tdax_twin_open(fd, fl);
+	if (twin)
+		__atomic_store_n(&e->twin_plus1, twin, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_and(&e->flags, (uint16_t)~sync, __ATOMIC_RELAXED);
 }
 
 /*
@@ -367,6 +399,7 @@ bool tdax_manage_again(int fd)
 		return false;
 	}
 	if (old == TDAX_FD_UNREGISTERED) {
+		twin_up(fd, e);
 		/* Its writes did not keep the estimate of where the next one lands. */
 		atomic_store_explicit(&e->pos, position(fd), memory_order_relaxed);
 		__atomic_store_n(&e->mode, (uint8_t)choose_mode(), __ATOMIC_RELEASE); /* last: it reads the entry */

@@ -91,18 +91,6 @@ static int looked_after(int fd, const struct tdax_fd *e, int rc)
 	return rc;
 }
 
-static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
-		      int rwf)
-{
-	if (rwf & (RWF_DSYNC | RWF_SYNC)) {
-		/* Durable when it returns: a sync's business. */
-		const struct tdax_fd *r = register_now(fd);
-		if (r)
-			return tdax_coherent_write(fd, r, iov, n, off, rwf);
-	}
-	return tdax_unregistered_wrote(fd, e, tdax_mode_real_write(fd, iov, n, off, rwf));
-}
-
 /* Policy always: every file's first sync registers it, and the first sync
  * of a small file this descriptor's open made is answered from the log --
  * its creation and what it holds become records (coherent.h). */
@@ -121,6 +109,23 @@ static const struct tdax_fd *register_always(int fd, const struct tdax_fd *e)
 		tdax_dirsync_made_logged(r->dev, r->ino, path);
 	}
 	return r;
+}
+
+/* A write durable when it returns (RWF_DSYNC, RWF_SYNC, or through a
+ * descriptor opened with O_DSYNC or O_SYNC) is a sync's business: it
+ * registers the file, and coherent mode makes it (through the twin the
+ * registration gave the descriptor, manage.c). Not registered: the
+ * kernel's write, synced by the kernel. */
+static ssize_t write_(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, off_t off,
+		      int rwf)
+{
+	if ((rwf & (RWF_DSYNC | RWF_SYNC)) || (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC))) {
+		const struct tdax_fd *r = tdax_rt.policy == TDAX_POLICY_ALWAYS ? register_always(fd, e)
+					  : register_now(fd);
+		if (r)
+			return tdax_coherent_write(fd, r, iov, n, off, rwf);
+	}
+	return tdax_unregistered_wrote(fd, e, tdax_mode_real_write(fd, iov, n, off, rwf));
 }
 
 /* A sync that begins a stream (tracking.h) registers the file: the policy

@@ -3,7 +3,8 @@
  * in the device (mode.h). A file opened for writing is registered only when
  * it has something for tdax to remember: a sync stream (its second sync
  * within the writeback window, tracking.h), a write that must be durable
- * (RWF_DSYNC, RWF_SYNC), or a path tdax cannot follow (a shared mapping,
+ * (RWF_DSYNC, RWF_SYNC, through a descriptor opened with O_DSYNC or
+ * O_SYNC), or a path tdax cannot follow (a shared mapping,
  * asynchronous I/O, a stdio stream). Until then its descriptors are in
  * unregistered mode: their writes, truncates and allocations are the
  * kernel's alone, and a file that is never synced costs one load per write.
@@ -18,18 +19,26 @@
 /* Its table of entry points (mode.h). */
 extern const struct tdax_mode_ops tdax_unregistered_mode;
 
+/* Is e's descriptor in unregistered mode? */
+static inline bool tdax_unregistered(const struct tdax_fd *e)
+{
+	return e->mode == TDAX_MODE_UNREGISTERED;
+}
+
 /*
  * The write hooks' shortcut past the mode table, for the commonest call of
  * all: a plain write to a file tdax has nothing to remember of. The hooks
  * make the real call themselves and hand its result r here, so such a write
- * costs the kernel's, one load and one compare (its way through the table,
- * an iovec and two calls more, made a 128 B append loop 0.95 of itself
- * without tdax; this, 0.98). The look is unregistered.c's: did the file get
- * an entry since the last one?
+ * costs the kernel's, one load and two compares (its way through the
+ * table, an iovec and two calls more, made a 128 B append loop 0.95 of
+ * itself without tdax; this, 0.98). The look is unregistered.c's: did the
+ * file get an entry since the last one? Not for a descriptor opened with
+ * O_SYNC or O_DSYNC: its write is a sync, and takes the mode's way (its
+ * first one registers the file).
  */
-static inline bool tdax_unregistered(const struct tdax_fd *e)
+static inline bool tdax_unregistered_plain(const struct tdax_fd *e)
 {
-	return e->mode == TDAX_MODE_UNREGISTERED;
+	return tdax_unregistered(e) && !(e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC));
 }
 
 /* A registration anywhere since the last look, or this very descriptor
