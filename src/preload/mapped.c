@@ -49,6 +49,16 @@ void tdax_mapped_unlock(void)
 	pthread_mutex_unlock(&maps_lock);
 }
 
+void tdax_mapped_before_fork(void)
+{
+	pthread_mutex_lock(&maps_lock);
+}
+
+void tdax_mapped_after_fork(void)
+{
+	pthread_mutex_unlock(&maps_lock);
+}
+
 struct tdax_mapping *tdax_mapped_add(uintptr_t addr, size_t len, uint64_t off)
 {
 	for (int i = 0; i < TDAX_MAPS_MAX; i++) {

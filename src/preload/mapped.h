@@ -46,6 +46,11 @@ const struct tdax_mapping *tdax_mapped_find(const void *addr, size_t len);
 /* The table's lock, around add, remove and a look at every slot. */
 void tdax_mapped_lock(void);
 void tdax_mapped_unlock(void);
+/* fork: the lock is taken before and let go after, on both sides (a child
+ * made while another thread held it would find it held by nobody it has,
+ * and hang at its first tdax_map). */
+void tdax_mapped_before_fork(void);
+void tdax_mapped_after_fork(void);
 
 /* Locked: a slot for a new mapping of len bytes at addr, off in its file,
  * counted live, not logged (the caller sets idx and gen, then logged);

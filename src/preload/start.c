@@ -17,6 +17,7 @@
 #include "preload/fdtable.h"
 #include "preload/lease.h"
 #include "preload/manage.h"
+#include "preload/mapped.h"
 #include "preload/start.h"
 #include "preload/cache.h"
 #include "preload/promoted.h"
@@ -359,6 +360,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	pthread_atfork(before_fork, after_fork_parent, at_fork_child);
 	/* (Apart: a vfork that shares memory runs before_fork alone.) */
 	pthread_atfork(tdax_views_before_fork, tdax_views_after_fork, tdax_views_after_fork);
+	pthread_atfork(tdax_mapped_before_fork, tdax_mapped_after_fork, tdax_mapped_after_fork);
 	atexit(at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */

@@ -376,3 +376,41 @@ os.kill(os.getpid(), 9)
     want[:100] = b"X" * 100
     want[5000:5100] = b"Y" * 100
     assert f.read_bytes() == bytes(want)
+
+
+def test_a_fork_while_another_thread_maps_leaves_the_child_able_to_map(dev, diskdir):
+    """A thread maps and unmaps in a loop (the table of mappings is locked
+    meanwhile) while another forks: each child maps and unmaps too. A child
+    made while the lock was held used to inherit it held by a thread it
+    does not have, and hung at its first tdax_map."""
+    code = API + r"""
+import threading
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 8192)
+stop = False
+def churn():
+    while not stop:
+        p = lib.tdax_map(fd, 0, 8192, 0)
+        assert p and lib.tdax_unmap(p, 8192) == 0
+t = threading.Thread(target=churn)
+t.start()
+hung = 0
+for i in range(60):
+    pid = os.fork()
+    if pid == 0:
+        p = lib.tdax_map(fd, 4096, 4096, 0)
+        os._exit(0 if p and lib.tdax_unmap(p, 4096) == 0 else 1)
+    deadline = time.time() + 5
+    while time.time() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+        time.sleep(0.005)
+    if time.time() >= deadline:
+        hung += 1
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        break
+stop = True
+t.join()
+print("hung", hung, flush=True)
+"""
+    p = tdax_run(dev, code, diskdir / "f", check=0)
+    assert "hung 0" in p.stdout, p.stdout + p.stderr
