@@ -34,14 +34,22 @@
 /* The most one write() moves (Linux's MAX_RW_COUNT). */
 #define MAX_RW ((size_t)0x7ffff000)
 
-/* Another descriptor of this process names file idx (a dup shares the
- * open file's position, which tdax keeps while the file is promoted). */
-static bool other_descriptor(int fd, uint32_t idx)
+/* Another descriptor of this process names fd's file, entry idx (a dup
+ * shares the open file's position, which tdax keeps while the file is
+ * promoted) -- or names it without an entry yet: a dup made before the
+ * file was registered stays in unregistered mode, its writes the
+ * kernel's, at the kernel's end of the file (a promoted file's lies in the
+ * device), and they would be overwritten by the device's blocks. */
+static bool other_descriptor(int fd, const struct tdax_fd *e, uint32_t idx)
 {
 	int hi = tdax_fd_hiwater();
-	for (int i = 0; i <= hi; i++)
-		if (i != fd && tdax_fds[i].file_plus1 == idx + 1)
+	for (int i = 0; i <= hi; i++) {
+		const struct tdax_fd *o = &tdax_fds[i];
+		uint32_t plus1 = __atomic_load_n(&o->file_plus1, __ATOMIC_ACQUIRE);
+		if (i != fd && (plus1 == idx + 1 ||
+				(plus1 == TDAX_FD_UNREGISTERED && o->dev == e->dev && o->ino == e->ino)))
 			return true;
+	}
 	return false;
 }
 
@@ -66,7 +74,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    atomic_load(&rt->unmanaged) || atomic_load(&rt->rewrite) || atomic_load(&rt->handed_on) ||
 	    atomic_load(&rt->removed) ||
 	    atomic_load(&rt->wb_error) || atomic_load(&rt->inflight) ||
-	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, idx) ||
+	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, e, idx) ||
 	    tdax_mapped_file(idx) || tdax_views_of(e->dev, e->ino) ||
 	    !tdax_lease_check(fd, rt))
 		return;
