@@ -31,7 +31,7 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,
-                                        raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
+                                        raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
                                         redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
@@ -350,7 +350,10 @@ def start(app, d, oracle, device, env, tdax):
     # up the upgrade of the one removed before it (docs/policy.md, "Heirs").
     # APP-bypass: bypass mode under policy always, so that every file the
     # workload holds alone is promoted after its first sync (its writes are
-    # then records only, docs/durability.md "Bypass mode"). APP-bypass-small:
+    # then records only, docs/durability.md "Bypass mode"). APP-bypass-default:
+    # bypass mode under the default policy, where files wait for their
+    # registration: descriptors in unregistered mode live beside promoted
+    # files. APP-bypass-small:
     # the same with a block cache of 2 % of the device (src/preload/cache.h),
     # far smaller than what the workload writes: blocks are evicted and
     # written into the files while it runs, and when the crash comes.
@@ -359,6 +362,8 @@ def start(app, d, oracle, device, env, tdax):
     # and made by tdax's supervisor (--intercept syscall: what a Go program
     # or a static binary runs under; docs/durability.md).
     policy = []
+    if app.endswith("-bypass-default"):
+        policy, app = ["--mode", "bypass"], app.removesuffix("-bypass-default")
     if app.endswith("-bypass-small"):
         env = dict(env, TDAX_BYPASS_SHARE_PCT="2")
         app = app.removesuffix("-small")
@@ -779,7 +784,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", 3)))
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,"
-                    "raw-bypass,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
+                    "raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
                     "redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))

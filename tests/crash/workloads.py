@@ -34,14 +34,16 @@ def open_oracle(path):
 
 def raw(d, oracle):
     """Several files, each with one writer path: O_APPEND write + fdatasync,
-    pwrite + fsync, writev + fdatasync, O_DSYNC writes, pwritev RWF_DSYNC;
+    pwrite + fsync, writev + fdatasync (every other record written
+    through a duplicate of the descriptor made before the file's first
+    stream of syncs; the original syncs), O_DSYNC writes, pwritev RWF_DSYNC;
     every 300 records the append log is rotated by rename, and every 200 the
     pwrite file is truncated to nothing and written again from its start
     (by ftruncate, truncate by name, or an open with O_TRUNC, in turn); and
     every 10 a scratch file is created, written and synced twice, and
     removed: if a power cut brings it back, it holds what was acknowledged."""
     o = open_oracle(oracle)
-    files = {}
+    files, dups = {}, {}
 
     def fd_of(name, flags):
         if name not in files:
@@ -50,6 +52,8 @@ def raw(d, oracle):
             dfd = os.open(d, os.O_RDONLY)
             os.fsync(dfd)  # the new name is durable before anything is acknowledged in it
             os.close(dfd)
+            if name == "writev":
+                dups[name] = os.dup(files[name])
         return files[name]
     offs = {}
     seq, gen = 0, 0
@@ -68,8 +72,8 @@ def raw(d, oracle):
             os.fsync(fd)
         elif kind == 2:
             fd = fd_of(name, os.O_APPEND)
-            os.writev(fd, [rec[:10], rec[10:]])
-            os.fdatasync(fd)
+            os.writev(dups[name] if seq // 5 % 2 else fd, [rec[:10], rec[10:]])
+            os.fdatasync(fd)  # the file's: what the duplicate wrote too
         elif kind == 3:
             fd = fd_of(name, os.O_APPEND | os.O_DSYNC)
             os.write(fd, rec)
