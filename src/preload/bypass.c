@@ -34,23 +34,18 @@
 /* The most one write() moves (Linux's MAX_RW_COUNT). */
 #define MAX_RW ((size_t)0x7ffff000)
 
-/* Another descriptor of this process names fd's file, entry idx (a dup
- * shares the open file's position, which tdax keeps while the file is
- * promoted) -- or names it without an entry yet: a dup made before the
- * file was registered stays in unregistered mode, its writes the
- * kernel's, at the kernel's end of the file (a promoted file's lies in the
- * device), and they would be overwritten by the device's blocks. */
-static bool other_descriptor(int fd, const struct tdax_fd *e, uint32_t idx)
+/* Another descriptor of this process names fd's file (a dup shares the
+ * open file's position, which tdax keeps while the file is promoted) --
+ * registered or not: a dup made before the file was registered stays in
+ * unregistered mode, its writes the kernel's, at the kernel's end of the
+ * file (a promoted file's lies in the device), and the device's blocks
+ * would be written over them. */
+static bool other_descriptor(int fd, const struct tdax_fd *e)
 {
-	int hi = tdax_fd_hiwater();
-	for (int i = 0; i <= hi; i++) {
-		const struct tdax_fd *o = &tdax_fds[i];
-		uint32_t plus1 = __atomic_load_n(&o->file_plus1, __ATOMIC_ACQUIRE);
-		if (i != fd && (plus1 == idx + 1 ||
-				(plus1 == TDAX_FD_UNREGISTERED && o->dev == e->dev && o->ino == e->ino)))
-			return true;
-	}
-	return false;
+	int i = tdax_fd_naming(e->dev, e->ino, 0);
+	if (i == fd)
+		i = tdax_fd_naming(e->dev, e->ino, fd + 1);
+	return i >= 0;
 }
 
 /*
@@ -74,7 +69,7 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	    atomic_load(&rt->unmanaged) || atomic_load(&rt->rewrite) || atomic_load(&rt->handed_on) ||
 	    atomic_load(&rt->removed) ||
 	    atomic_load(&rt->wb_error) || atomic_load(&rt->inflight) ||
-	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, e, idx) ||
+	    atomic_load(&rt->cold_started) != atomic_load(&rt->cold_done) || other_descriptor(fd, e) ||
 	    tdax_mapped_file(idx) || tdax_views_of(e->dev, e->ino) ||
 	    !tdax_lease_check(fd, rt))
 		return;

@@ -49,6 +49,17 @@ int tdax_fd_hiwater(void)
 	return atomic_load(&hiwater);
 }
 
+int tdax_fd_naming(uint64_t dev, uint64_t ino, int from)
+{
+	int hi = tdax_fds ? tdax_fd_hiwater() : -1;
+	for (int fd = from < 0 ? 0 : from; fd <= hi; fd++) {
+		const struct tdax_fd *e = &tdax_fds[fd];
+		if (__atomic_load_n(&e->file_plus1, __ATOMIC_ACQUIRE) && e->dev == dev && e->ino == ino)
+			return fd;
+	}
+	return -1;
+}
+
 void tdax_fd_forget(int fd)
 {
 	if (fd < 0 || fd >= TDAX_MAX_FDS || !tdax_fds)

@@ -99,6 +99,10 @@ void tdax_fd_unhold(uint32_t idx, uint32_t gen);
 void tdax_fd_used(int fd);
 int tdax_fd_hiwater(void);
 
+/* The lowest number from `from` on whose entry names file (dev, ino),
+ * registered or not; -1 if none. */
+int tdax_fd_naming(uint64_t dev, uint64_t ino, int from);
+
 /* Numbers first..last (inclusive) are closed. */
 void tdax_fd_forget_range(unsigned first, unsigned last);
 

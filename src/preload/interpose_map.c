@@ -24,14 +24,14 @@
  * was made from if it still names that file, else another; -1 if none. */
 static int descriptor_of(const struct tdax_view *v)
 {
-	int hi = tdax_fd_hiwater();
-	for (int fd = v->fd, i = -1; i <= hi; fd = ++i) {
-		const struct tdax_fd *e = tdax_managed(fd);
-		uint64_t size;
-		if (e && e->dev == v->dev && e->ino == v->ino && tdax_fd_still(fd, e, &size))
-			return fd;
-	}
-	return -1;
+	uint64_t size;
+	const struct tdax_fd *e = tdax_managed(v->fd);
+	if (e && e->dev == v->dev && e->ino == v->ino && tdax_fd_still(v->fd, e, &size))
+		return v->fd;
+	int fd = tdax_fd_naming(v->dev, v->ino, 0);
+	while (fd >= 0 && !tdax_fd_still(fd, &tdax_fds[fd], &size))
+		fd = tdax_fd_naming(v->dev, v->ino, fd + 1);
+	return fd;
 }
 
 /* The taken views' files go to the kernel, as a writable shared mapping's

@@ -476,13 +476,10 @@ void tdax_lease_sent(int fd)
 	if (!sent)
 		return;
 	/* Every descriptor of the same file: a dup of it, the one it came from. */
-	int hi = tdax_fd_hiwater();
-	for (int i = 0; i <= hi; i++) {
-		struct tdax_fd *e = &tdax_fds[i];
-		if (e->file_plus1 && e->dev == sent->dev && e->ino == sent->ino) {
-			tdax_lease_drop(i);
-			handed(e);
-		}
+	uint64_t dev = sent->dev, ino = sent->ino;
+	for (int i = tdax_fd_naming(dev, ino, 0); i >= 0; i = tdax_fd_naming(dev, ino, i + 1)) {
+		tdax_lease_drop(i);
+		handed(&tdax_fds[i]);
 	}
 }
 
