@@ -581,9 +581,9 @@ void tdax_coherent_kernel_only(uint32_t idx, enum tdax_fallback why)
 {
 	if (!kernel_only(idx, why))
 		return;
-	/* A writable shared mapping is said at the file's first write or
-	 * sync the kernel then takes (LMDB maps its lock file so and never
-	 * syncs it: nothing to tell); counted now. */
+	/* A writable shared mapping is said at the file's first sync the
+	 * kernel then takes (LMDB maps its lock file so and never syncs it:
+	 * nothing to tell); counted now. */
 	if (why == TDAX_FB_MMAP)
 		tdax_count((enum tdax_stat)(TDAX_ST_FALLBACK0 + why), 1);
 	else

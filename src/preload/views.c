@@ -52,14 +52,20 @@ static void drop(struct slot *s)
 	atomic_fetch_sub(&tdax_views_live, 1);
 }
 
-void tdax_views_take_slow(uintptr_t addr, size_t len, struct tdax_views_taken *t)
+/* Locked: take the shared views [addr, addr + len) overlaps. */
+static void take_locked(uintptr_t addr, size_t len, struct tdax_views_taken *t)
 {
-	pthread_mutex_lock(&views_lock);
 	for (int i = 0; i < TDAX_VIEWS_MAX; i++)
 		if (views[i].shared && overlaps(&views[i], addr, len)) {
 			t->v[t->n++] = views[i].v;
 			drop(&views[i]);
 		}
+}
+
+void tdax_views_take_slow(uintptr_t addr, size_t len, struct tdax_views_taken *t)
+{
+	pthread_mutex_lock(&views_lock);
+	take_locked(addr, len, t);
 	pthread_mutex_unlock(&views_lock);
 }
 
@@ -88,9 +94,9 @@ void tdax_views_take_moved(uintptr_t old, size_t old_len, int flags, struct tdax
 			n++;
 			whole |= whole_move(&views[i], old, old_len, flags);
 		}
-	pthread_mutex_unlock(&views_lock);
 	if (n > (int)whole)
-		tdax_views_take_slow(old, len, t);
+		take_locked(old, len, t);
+	pthread_mutex_unlock(&views_lock);
 }
 
 /* Locked: free every view inside [addr, addr + len) but keep. */
@@ -172,14 +178,21 @@ bool tdax_views_of(uint64_t dev, uint64_t ino)
 	return found;
 }
 
+/* Locked: is the file of identity id tainted? */
+static bool tainted_locked(const struct tdax_ident *id)
+{
+	uint32_t n = atomic_load(&tdax_views_taints);
+	for (uint32_t i = 0; i < n; i++)
+		if (tdax_ident_same(&taints[i], id))
+			return true;
+	return false;
+}
+
 void tdax_views_taint(const struct tdax_ident *id)
 {
 	pthread_mutex_lock(&views_lock);
-	uint32_t n = atomic_load(&tdax_views_taints);
-	bool known = false;
-	for (uint32_t i = 0; i < n && !known; i++)
-		known = tdax_ident_same(&taints[i], id);
-	if (!known) {
+	if (!tainted_locked(id)) {
+		uint32_t n = atomic_load(&tdax_views_taints);
 		/* Full (32 files, each made writable after the process had
 		 * closed every descriptor of it): the oldest gives way. */
 		if (n == TDAX_VIEWS_MAX)
@@ -192,11 +205,8 @@ void tdax_views_taint(const struct tdax_ident *id)
 
 bool tdax_views_tainted_slow(const struct tdax_ident *id)
 {
-	bool found = false;
 	pthread_mutex_lock(&views_lock);
-	uint32_t n = atomic_load(&tdax_views_taints);
-	for (uint32_t i = 0; i < n && !found; i++)
-		found = tdax_ident_same(&taints[i], id);
+	bool found = tainted_locked(id);
 	pthread_mutex_unlock(&views_lock);
 	return found;
 }
