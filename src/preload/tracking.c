@@ -161,20 +161,6 @@ static void flush(uint64_t now, const struct tdax_tunables *t)
 	cur.until = (now / width + 1) * width;
 }
 
-void tdax_tracking_flush(void)
-{
-	struct tdax_tunables t;
-	if (cur.busy)
-		return;
-	tdax_control_get(tdax_rt.dev, &t);
-	flush(tdax_coarse_ns(), &t);
-}
-
-void tdax_tracking_after_fork(void)
-{
-	cur.r = NULL; /* the parent counts its batch */
-}
-
 /* Range rno of the file, in this thread's batch: the one going on (same:
  * is_cur), or a new one (the old one added to its range). NULL if the
  * table is full.
@@ -344,6 +330,8 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len)
  * device is a file system id, not a stat's st_dev): a file of another file
  * system that matches costs logged writes, never a byte.
  */
+static void caught_up(uint32_t idx, uint32_t gen); /* (the held syncs, below) */
+
 struct memory {
 	_Atomic uint64_t key; /* 0: free */
 	struct tdax_track_legacy legacy;
@@ -402,6 +390,7 @@ static void legacy_of(uint32_t idx, uint32_t gen, struct tdax_track_legacy *out)
 
 void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 {
+	caught_up(idx, gen);
 	uint64_t last = atomic_load(&tdax_rt_of(idx)->last_sync_ns);
 	if (!tracks() || !last)
 		return;
@@ -412,6 +401,7 @@ void tdax_tracking_removed(uint32_t idx, uint32_t gen, const char *name)
 
 void tdax_tracking_closed(uint32_t idx, uint32_t gen)
 {
+	caught_up(idx, gen);
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
 	uint64_t last = atomic_load(&rt->last_sync_ns);
 	/* A stream's entry stays (files.h): its unlink finds it. */
@@ -566,16 +556,117 @@ static void syncs(uint32_t idx, uint32_t gen, const struct tdax_tunables *t, uin
 	}
 }
 
+/*
+ * A sync of a file whose written ranges are all upgraded can only keep
+ * them so or start their downgrade, and a downgrade is no worse a few
+ * syncs late: such syncs are held back, in this thread, and counted at
+ * once (syncs(): one decision per range) at the thread's next sync of
+ * another file or of one with a range not upgraded, after HELD_MAX of
+ * them, once the window's bucket the first began in ends, at a close or
+ * unlink of the file by this thread, and at exit. The policy's work per
+ * sync (the tunables' copy, three locked instructions and four window
+ * sums on the range's line) cost a lightweight sync more than the rest of
+ * it, as in bypass mode (tdax_tracking_sync_later). The counts of a
+ * heuristic: a thread that stops syncing and never closes the file leaves
+ * its held ones uncounted, a downgrade is decided up to HELD_MAX syncs or
+ * one bucket (1/8 of the writeback window) late. An upgrade is never held
+ * back: a range not upgraded is decided at each sync, as before.
+ */
+#define HELD_MAX 64
+
+static __thread struct {
+	uint32_t idx, gen;
+	uint32_t n;                 /* syncs held back; 0: none */
+	uint64_t first, last, until; /* the first's and the last's time; when the first's bucket ends */
+} held TDAX_TLS;
+
+/* Count this thread's held syncs, after its batch of writes (cur.busy). */
+static void catch_up(const struct tdax_tunables *t, uint64_t now)
+{
+	flush(now, t);
+	if (held.n)
+		syncs(held.idx, held.gen, t, held.first, held.last, held.n);
+	held.n = 0;
+}
+
+/* Is every range of (idx, gen) written since its last sync upgraded? Moves
+ * each one's last page back, as its sync would (sync_later). */
+static bool all_upgraded(uint32_t idx, uint32_t gen)
+{
+	const struct tdax_file_rt *rt = tdax_rt_of(idx);
+	const struct tdax_device *dev = tdax_rt.dev;
+	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed))
+		return false;
+	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++) {
+		uint32_t v = atomic_load_explicit(&rt->dirty_ranges[i], memory_order_relaxed);
+		if (!v)
+			continue;
+		struct tdax_range *r = v <= dev->sb->max_ranges ? tdax_range_at(dev, v - 1) : NULL;
+		if (!r || !belongs(r, idx, gen) ||
+		    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED)
+			return false;
+		atomic_store_explicit(&r->t.last_page, 0, memory_order_relaxed);
+	}
+	return true;
+}
+
 void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 {
 	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
 		return;
+	uint64_t now = tdax_coarse_ns();
+	struct tdax_tunables t;
+	if (cur.busy) { /* a signal handler's sync amid this thread's counting */
+		tdax_control_get(tdax_rt.dev, &t);
+		syncs(idx, gen, &t, now, now, 1);
+		return;
+	}
+	cur.busy = 1;
+	bool same = held.n && held.idx == idx && held.gen == gen;
+	if (same && held.n < HELD_MAX && now < held.until && all_upgraded(idx, gen)) {
+		held.n++;
+		held.last = now;
+		cur.busy = 0;
+		return;
+	}
+	tdax_control_get(tdax_rt.dev, &t);
+	catch_up(&t, now); /* the thread's own writes count at its sync */
+	if (all_upgraded(idx, gen)) {
+		uint64_t width = t.wb_window_ns / TDAX_WIN_BUCKETS ? t.wb_window_ns / TDAX_WIN_BUCKETS : 1;
+		held.idx = idx;
+		held.gen = gen;
+		held.n = 1;
+		held.first = held.last = now;
+		held.until = (now / width + 1) * width;
+	} else {
+		syncs(idx, gen, &t, now, now, 1);
+	}
+	cur.busy = 0;
+}
+
+/* This thread's held syncs of (idx, gen), counted now (before its close or
+ * unlink reads the file's last sync). */
+static void caught_up(uint32_t idx, uint32_t gen)
+{
+	if (held.n && held.idx == idx && held.gen == gen)
+		tdax_tracking_flush();
+}
+
+void tdax_tracking_flush(void)
+{
+	if (cur.busy)
+		return;
 	struct tdax_tunables t;
 	tdax_control_get(tdax_rt.dev, &t);
-	uint64_t now = tdax_coarse_ns();
-	if (!cur.busy)
-		flush(now, &t); /* the thread's own writes count at its sync */
-	syncs(idx, gen, &t, now, now, 1);
+	cur.busy = 1;
+	catch_up(&t, tdax_coarse_ns());
+	cur.busy = 0;
+}
+
+void tdax_tracking_after_fork(void)
+{
+	cur.r = NULL; /* the parent counts its batch and its held syncs */
+	held.n = 0;
 }
 
 bool tdax_tracking_sync_later(uint32_t idx)

@@ -44,9 +44,9 @@ void tdax_tracking_unlinked(int dirfd, const char *path);
 enum tdax_heir tdax_tracking_heir(const char *name);
 void tdax_tracking_inherit(uint32_t idx, uint32_t gen, const char *name);
 
-/* The policy's counts of this thread's last writes are added to their
- * range in batches (tracking.c): flush adds them now (at exit), and a
- * child of fork forgets its parent's. */
+/* The policy's counts of this thread's last writes and held syncs are
+ * added to their ranges in batches (tracking.c): flush adds them now (at
+ * exit), and a child of fork forgets its parent's. */
 void tdax_tracking_flush(void);
 void tdax_tracking_after_fork(void);
 
@@ -59,7 +59,9 @@ bool tdax_tracking_logged(uint32_t idx, uint32_t gen, uint64_t off, size_t len);
 bool tdax_tracking_stream(uint64_t prev, uint64_t now);
 
 /* A sync of the file: count its writebacks and decide; a range marked for
- * a job wakes the write-back thread (wake.h). */
+ * a job wakes the write-back thread (wake.h). A sync of a file whose
+ * written ranges are all upgraded is counted later, with this thread's
+ * next ones (tracking.c, "held"). */
 void tdax_tracking_sync(uint32_t idx, uint32_t gen);
 
 /*
