@@ -837,6 +837,12 @@ int tdax_device_open(const char *path, int flags, struct tdax_device **out, stru
 	}
 	dev->geom = sb;
 	set_pointers(dev);
+	dev->mapped = calloc(sb.nsegs, sizeof(*dev->mapped));
+	if (!dev->mapped) {
+		unmap_region(dev);
+		free(dev);
+		return tdax_errf(err, "%s: out of memory", path);
+	}
 	static _Atomic uint64_t opens;
 	dev->open_id = atomic_fetch_add(&opens, 1) + 1;
 	*out = dev;
@@ -848,6 +854,7 @@ void tdax_device_close(struct tdax_device *dev)
 	if (!dev)
 		return;
 	unmap_region(dev);
+	free((void *)dev->mapped);
 	free(dev);
 }
 

@@ -100,6 +100,7 @@ struct tdax_device {
 	uint64_t persist_cost_ns;
 	uint64_t bandwidth_mbps;
 	uint64_t open_id;         /* unique per opening in this process */
+	_Atomic uint32_t *mapped; /* per segment: bytes of its room mapped in this process (log.c) */
 	struct tdax_super geom;   /* the super-block as validated at open */
 };
 

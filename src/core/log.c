@@ -46,6 +46,22 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
  * what it held, not 1 MiB of page-table work. */
 #define PREFAULT_AHEAD (64u << 10)
 
+/*
+ * Mapping a segment in is the write-back thread's work where it can be:
+ * a claim asks for it (claimed, on_claim), and tdax_log_map_claimed maps
+ * the rest of the segment in, PREFAULT_AHEAD at a time, while its writer
+ * goes on. How far each segment's room is mapped in this process is
+ * dev->mapped (page tables outlive a segment's release: a segment claimed
+ * again is mapped already); whoever maps a chunk -- the writer ahead of its
+ * tail, or that thread -- takes it there first, so no chunk is mapped or
+ * counted twice. A writer that reaches a chunk the thread has taken but
+ * not mapped yet takes its faults in the copy, uncounted.
+ */
+#define CLAIMED_SLOTS 8
+static _Atomic uint32_t claimed[CLAIMED_SLOTS]; /* segment + 1; 0: none */
+static _Atomic uint32_t claimed_next;
+static void (*on_claim)(void);
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* A child of fork() owns nothing its parent's thread owned. */
@@ -258,6 +274,71 @@ static void empty_claimed(struct tdax_device *dev, struct tdax_seg *s)
 	}
 }
 
+/* Take the room of segment seg from where this process's mapping of it
+ * ends up to `to`, if that is before end: returns where it ended (>= end:
+ * mapped, or taken by another, far enough; nothing taken). */
+static uint32_t take_mapping(const struct tdax_device *dev, uint32_t seg, uint64_t end, uint32_t to)
+{
+	_Atomic uint32_t *m = &dev->mapped[seg];
+	uint32_t from = atomic_load_explicit(m, memory_order_relaxed);
+	while (from < end && !atomic_compare_exchange_weak(m, &from, to))
+		;
+	return from;
+}
+
+/* Map [from, to) of segment s's room in, counted. */
+static void map_room(const struct tdax_device *dev, struct tdax_seg *s, uint64_t from, uint64_t to)
+{
+	uint64_t faults0 = tdax_thread_faults();
+	tdax_device_prefault(dev, (char *)s + TDAX_SEG_HEADER_SIZE + from, to - from);
+	count_mapped(dev, faults0, to - from);
+}
+
+/* A segment of the log was claimed by this process: its room not mapped
+ * yet is the write-back thread's to map (on_claim wakes it). */
+static void ask_mapping(const struct tdax_device *dev, uint32_t seg)
+{
+	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	if (!on_claim || atomic_load_explicit(&dev->mapped[seg], memory_order_relaxed) >= room)
+		return;
+	atomic_store(&claimed[atomic_fetch_add(&claimed_next, 1) % CLAIMED_SLOTS], seg + 1);
+	on_claim();
+}
+
+void tdax_log_on_claim(void (*fn)(void))
+{
+	on_claim = fn;
+}
+
+void tdax_log_map_claimed(const struct tdax_device *dev)
+{
+	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
+	for (uint32_t i = 0; i < CLAIMED_SLOTS; i++) {
+		uint32_t v = atomic_exchange(&claimed[i], 0);
+		if (!v || v > dev->sb->nsegs)
+			continue;
+		struct tdax_seg *s = tdax_seg_at(dev, v - 1);
+		for (;;) {
+			uint32_t from = atomic_load_explicit(&dev->mapped[v - 1], memory_order_relaxed);
+			uint64_t to = from + (uint64_t)PREFAULT_AHEAD < room ? from + PREFAULT_AHEAD : room;
+			if (from >= room)
+				break;
+			uint32_t got = take_mapping(dev, v - 1, to, (uint32_t)to);
+			if (got < to)
+				map_room(dev, s, got, to);
+		}
+	}
+}
+
+void tdax_log_after_fork(const struct tdax_device *dev)
+{
+	/* The child's page tables have none of the parent's shared mappings'
+	 * pages: nothing of the region is mapped in it yet. */
+	memset((void *)dev->mapped, 0, dev->sb->nsegs * sizeof(*dev->mapped));
+	for (uint32_t i = 0; i < CLAIMED_SLOTS; i++)
+		atomic_store(&claimed[i], 0);
+}
+
 /* Claim a free segment for this thread, reclaiming sealed ones if needed. */
 static struct tdax_seg *claim(struct tdax_device *dev)
 {
@@ -277,6 +358,7 @@ static struct tdax_seg *claim(struct tdax_device *dev)
 				mine.tail = 0;
 				mine.faulted = 0;
 				tdax_device_prefault(dev, s, TDAX_SEG_HEADER_SIZE);
+				ask_mapping(dev, i);
 				return s;
 			}
 		}
@@ -346,10 +428,10 @@ static void map_ahead(const struct tdax_device *dev, struct tdax_seg *s, uint64_
 	uint64_t to = (end + PREFAULT_AHEAD - 1) / PREFAULT_AHEAD * PREFAULT_AHEAD;
 	if (to > room)
 		to = room;
-	uint64_t faults0 = tdax_thread_faults();
-	tdax_device_prefault(dev, (char *)s + TDAX_SEG_HEADER_SIZE + mine.faulted, to - mine.faulted);
-	count_mapped(dev, faults0, to - mine.faulted);
-	mine.faulted = to;
+	uint32_t from = take_mapping(dev, (uint32_t)mine.seg, end, (uint32_t)to);
+	if (from < end)
+		map_room(dev, s, from, to);
+	mine.faulted = from < end ? to : from;
 }
 
 static int append(struct tdax_device *dev, uint16_t kind, uint32_t file, uint32_t fgen, uint64_t off,

@@ -26,6 +26,7 @@
 #include "preload/state.h"
 #include "preload/tracking.h"
 #include "preload/views.h"
+#include "preload/wake.h"
 #include "preload/fault.h"
 #include "preload/writeback.h"
 
@@ -189,6 +190,7 @@ static void attach_now(void)
 	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and tables */
 	tdax_count(TDAX_ST_MAP_FAULTS, faults + tdax_thread_faults() - faults0);
 	tdax_count(TDAX_ST_MAP_BYTES, dev->sb->segs_off);
+	tdax_log_on_claim(tdax_wake); /* the write-back thread maps a claimed segment in */
 	tdax_rt.dev = dev;
 	tdax_fault_start();
 	tdax_trace_start(dev, tdax_ownfd_keep);
@@ -316,6 +318,8 @@ static void at_fork_child(void)
 		tdax_rt.waiting = false;
 		atomic_store(&attach_state, 2);
 	}
+	if (tdax_rt.dev)
+		tdax_log_after_fork(tdax_rt.dev);
 	tdax_promoted_after_fork_child();
 	tdax_selection_after_fork_child();
 	tdax_lease_after_fork();

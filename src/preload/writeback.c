@@ -79,6 +79,7 @@ static void pass_held(int all, bool woken)
 	struct tdax_device *dev = tdax_rt.dev;
 	if (!tdax_watch_check())
 		return; /* the region is gone: nothing of it to write back or use */
+	tdax_log_map_claimed(dev); /* first: a writer is filling the segment */
 	tdax_promoted_serve_breaks(); /* another open waits for these */
 	tdax_selection_serve();
 	tdax_promoted_serve_cache(); /* free blocks for the writers of promoted files */

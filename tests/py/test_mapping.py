@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,42 @@ def test_a_hugetlbfs_region_takes_whole_huge_pages_and_says_when_there_are_too_f
     assert "too few free huge pages" in r.stderr and f"({free} free" in r.stderr, r.stderr
     assert "vm.nr_hugepages" in r.stderr, r.stderr
     assert not (hugetlbfs / "big").exists(), "a failed create left its file behind"
+
+
+# argv: file. One small record, synced; then waits to be killed.
+ONE_RECORD = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+os.write(fd, b"r" * 128)
+os.fdatasync(fd)
+print("acked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_claimed_segment_is_mapped_in_by_the_write_back_thread(dev, diskdir):
+    """The writer maps 64 KiB ahead of its tail (log.c); the rest of the
+    segment it claimed is the write-back thread's to map, off the writer's
+    path: with one record written, the whole segment is mapped all the same."""
+    seg = json.loads(run(TDAX, "device", "info", "--device", dev, "--json", check=0).stdout)["segment_size"]
+    # What attaching alone maps (the header and tables): a process that syncs
+    # a file under policy never logs nothing.
+    run(TDAX, "run", "--device", dev, "--policy", "never", "--", "python3", "-c", ONE_RECORD.replace(
+        "time.sleep(600)", ""), str(diskdir / "attach"), env={**os.environ, **TDAX_ENV}, check=0)
+    base = status(dev)["counters"]["map_bytes"]
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--", "python3", "-c",
+                          ONE_RECORD, str(diskdir / "f")], env={**os.environ, **TDAX_ENV},
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert p.stdout.readline() == "acked\n"
+        for _ in range(100):  # (the counters come with the thread's pass)
+            c = status(dev)["counters"]
+            mapped = c["map_bytes"] - 2 * base
+            if mapped >= seg and c["logged_writes"]:
+                break
+            time.sleep(0.05)
+        assert c["logged_writes"] == 1, c
+        assert mapped == seg, f"{mapped} bytes of a {seg}-byte segment mapped in"
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait()
