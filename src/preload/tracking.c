@@ -580,11 +580,12 @@ static __thread struct {
 	uint64_t first, last, until; /* the first's and the last's time; when the first's bucket ends */
 } held TDAX_TLS;
 
-/* Count this thread's held syncs, after its batch of writes (cur.busy). */
+/* Count this thread's held syncs, after its batch of writes (cur.busy);
+ * not if their file's entry went meanwhile (another file's now). */
 static void catch_up(const struct tdax_tunables *t, uint64_t now)
 {
 	flush(now, t);
-	if (held.n)
+	if (held.n && tdax_file_at(tdax_rt.dev, held.idx)->gen == held.gen)
 		syncs(held.idx, held.gen, t, held.first, held.last, held.n);
 	held.n = 0;
 }
