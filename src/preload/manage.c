@@ -247,6 +247,26 @@ static uint16_t sync_flags(int flags)
 }
 
 /*
+ * Has the file open as fd an entry? The stat first: most inode numbers are
+ * in no entry. Where one is, the file's identity decides (two system
+ * calls): an entry that stays after its file was removed by a program
+ * without tdax (a stream's, files.h) keeps the inode number, which the file
+ * system gives again to a file it makes next -- often at once, in the same
+ * directory or not -- and that new file has no entry (an append loop
+ * without syncs, made where a synced one had been removed, paid the
+ * registered path for its whole life: 0.85 of itself). A file whose
+ * identity cannot be read is taken to have one.
+ */
+static bool has_entry(int fd, const struct stat *st)
+{
+	if (!tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino))
+		return false;
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	return tdax_ident_of_fd(fd, &id) != 0 || tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
+}
+
+/*
  * Can fd wait for its file's registration (unregistered.h)? Not when the
  * file has an entry already (the descriptor joins it), nor when every
  * write is to be traced (a trace has every write of every file opened for
@@ -272,13 +292,13 @@ static uint16_t sync_flags(int flags)
  * file opened with O_DIRECT (whose writes are never logged, each counted
  * so) or in bypass mode (which promotes at the open).
  */
-static bool may_wait(enum tdax_heir heir, int flags, bool made, const struct stat *st, uint32_t *count)
+static bool may_wait(int fd, enum tdax_heir heir, int flags, bool made, const struct stat *st,
+		     uint32_t *count)
 {
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
 	bool always_waits = !tdax_rt.bypass && !(flags & O_DIRECT) && (!made || (flags & O_ACCMODE) == O_RDWR);
 	return (tdax_rt.policy != TDAX_POLICY_ALWAYS || always_waits) &&
-	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
-	       !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino);
+	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE && !has_entry(fd, st);
 }
 
 /* tdax_manage of a number that has no entry now. */
@@ -291,7 +311,7 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		return false;
 	bool made = (flags & O_CREAT) && st.st_size == 0;
 	enum tdax_heir heir = path_or_null && made ? tdax_tracking_heir(path_or_null) : TDAX_HEIR_NONE;
-	if (may_wait(heir, flags, made, &st, &count)) {
+	if (may_wait(fd, heir, flags, made, &st, &count)) {
 		tdax_fds[fd] = (struct tdax_fd){
 			.file_plus1 = TDAX_FD_UNREGISTERED, .gen = count,
 			.mode = TDAX_MODE_UNREGISTERED,

@@ -557,8 +557,8 @@ static void syncs(uint32_t idx, uint32_t gen, const struct tdax_tunables *t, uin
 }
 
 /*
- * A sync of a file whose written ranges are all upgraded can only keep
- * them so or start their downgrade, and a downgrade is no worse a few
+ * A sync of a file whose ranges written since its last sync are all
+ * upgraded (one at least) can only keep them so or start their downgrade, and a downgrade is no worse a few
  * syncs late: such syncs are held back, in this thread, and counted at
  * once (syncs(): one decision per range) at the thread's next sync of
  * another file or of one with a range not upgraded, after HELD_MAX of
@@ -590,14 +590,15 @@ static void catch_up(const struct tdax_tunables *t, uint64_t now)
 	held.n = 0;
 }
 
-/* Is every range of (idx, gen) written since its last sync upgraded? Moves
- * each one's last page back, as its sync would (sync_later). */
+/* Has (idx, gen) ranges written since its last sync, every one upgraded?
+ * Moves each one's last page back, as its sync would (sync_later). */
 static bool all_upgraded(uint32_t idx, uint32_t gen)
 {
 	const struct tdax_file_rt *rt = tdax_rt_of(idx);
 	const struct tdax_device *dev = tdax_rt.dev;
 	if (atomic_load_explicit(&rt->dirty_overflow, memory_order_relaxed))
 		return false;
+	bool some = false;
 	for (int i = 0; i < TDAX_FILE_DIRTY_SLOTS; i++) {
 		uint32_t v = atomic_load_explicit(&rt->dirty_ranges[i], memory_order_relaxed);
 		if (!v)
@@ -607,8 +608,9 @@ static bool all_upgraded(uint32_t idx, uint32_t gen)
 		    atomic_load_explicit(&r->t.state, memory_order_relaxed) != TDAX_R_UPGRADED)
 			return false;
 		atomic_store_explicit(&r->t.last_page, 0, memory_order_relaxed);
+		some = true;
 	}
-	return true;
+	return some;
 }
 
 void tdax_tracking_sync(uint32_t idx, uint32_t gen)

@@ -6,6 +6,7 @@ its creation and every byte it holds logged then; a directory sync after
 it is answered from the log only if nothing else changed the directory.
 Power cuts are real ones, of an ext4 on a volatile disk."""
 import json
+import shutil
 
 import pytest
 
@@ -80,6 +81,50 @@ os.write(fd, b"after"); os.close(fd)
     tdax_run(dev, code.replace("os.O_RDWR | os.O_CREAT", "os.O_WRONLY | os.O_CREAT"), diskdir, check=0)
     c = info(dev)["counters"]
     assert c["logged_creates"] == 50 and c["logged_writes"] == 100, c
+
+
+def test_a_file_at_the_inode_number_of_a_removed_one_with_an_entry_waits_all_the_same(dev, diskdir):
+    """A synced stream's entry stays after its file is closed (files.h); a
+    program without tdax removes the file, and the file system gives its
+    inode number to the next file made -- here at once, in a directory made
+    anew. That file has no entry: it waits for its first sync like any
+    other (manage.c has_entry), and never synced, it costs no entry and no
+    record (it was registered at its open, its creation logged and every
+    write on the registered path, because an entry had that number)."""
+    stream = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for i in range(10):
+    os.write(fd, b"s" * 100); os.fdatasync(fd)
+print(os.fstat(fd).st_ino)
+"""
+    fresh = r"""
+import os, sys
+os.mkdir(os.path.dirname(sys.argv[1]))
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"f" * 4096); os.close(fd)
+print(os.stat(sys.argv[1]).st_ino)
+"""
+    path = diskdir / "d" / "f"
+    for attempt in range(10):
+        shutil.rmtree(diskdir / "d", ignore_errors=True)
+        (diskdir / "d").mkdir()
+        old = int(tdax_run(dev, stream, path).stdout)
+        before = info(dev)
+        assert str(path) in [f["path"] for f in status_files(dev)], "the stream's entry did not stay"
+        shutil.rmtree(diskdir / "d")
+        if int(tdax_run(dev, fresh, path).stdout) == old:
+            break
+    else:
+        pytest.fail("ext4 gave no new file the inode number of the removed one in 10 tries")
+    after = info(dev)
+    assert after["files_registered"] == before["files_registered"], (before, after)
+    for k in ("logged_creates", "logged_writes", "unlogged_writes"):
+        assert after["counters"][k] == before["counters"][k], k
+
+
+def status_files(dev):
+    return json.loads(run(TDAX, "status", "--device", dev, "--json", check=0).stdout)["files"]
 
 
 @pytest.mark.parametrize("size", [0, 10, 4096, 9000, 256 << 10])
