@@ -90,22 +90,36 @@ static bool fs_excluded(int fd, dev_t dev)
 	return false;
 }
 
+/*
+ * Has the file open as fd an entry (in a region this process attached)?
+ * The stat first: most inode numbers are in no entry. Where one is, the
+ * file's identity decides (two system calls): an entry that stays after
+ * its file was removed by a program without tdax (a stream's, files.h)
+ * keeps the inode number, which the file system gives again to a file it
+ * makes next -- often at once, in the same directory or not -- and that
+ * new file has no entry (an append loop without syncs, made where a synced
+ * one had been removed, paid the registered path for its whole life: 0.85
+ * of itself). unknown: the answer when the identity cannot be read.
+ */
+static bool has_entry(int fd, const struct stat *st, bool unknown)
+{
+	if (!tdax_rt.dev || !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino))
+		return false;
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_ident_of_fd(fd, &id) != 0)
+		return unknown;
+	return tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
+}
+
 /* A file the operator's rules leave out (rules.h) is managed all the same
  * while another process has it registered: writes to it must not go
  * unseen by the records that process may keep of it. */
-static bool registered_elsewhere(int fd, const struct stat *st)
-{
-	struct tdax_ident id;
-	uint32_t idx, gen;
-	return tdax_rt.dev && tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino) &&
-	       tdax_ident_of_fd(fd, &id) == 0 && tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
-}
-
 static bool qualifies(int fd, int flags, struct stat *st)
 {
 	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && tdax_sys_fstat(fd, st) == 0 &&
 	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev) &&
-	       (tdax_rules_allow(fd) || registered_elsewhere(fd, st));
+	       (tdax_rules_allow(fd) || has_entry(fd, st, false));
 }
 
 bool tdax_manage_wants(int fd, int flags)
@@ -247,26 +261,6 @@ static uint16_t sync_flags(int flags)
 }
 
 /*
- * Has the file open as fd an entry? The stat first: most inode numbers are
- * in no entry. Where one is, the file's identity decides (two system
- * calls): an entry that stays after its file was removed by a program
- * without tdax (a stream's, files.h) keeps the inode number, which the file
- * system gives again to a file it makes next -- often at once, in the same
- * directory or not -- and that new file has no entry (an append loop
- * without syncs, made where a synced one had been removed, paid the
- * registered path for its whole life: 0.85 of itself). A file whose
- * identity cannot be read is taken to have one.
- */
-static bool has_entry(int fd, const struct stat *st)
-{
-	if (!tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino))
-		return false;
-	struct tdax_ident id;
-	uint32_t idx, gen;
-	return tdax_ident_of_fd(fd, &id) != 0 || tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
-}
-
-/*
  * Can fd wait for its file's registration (unregistered.h)? Not when the
  * file has an entry already (the descriptor joins it), nor when every
  * write is to be traced (a trace has every write of every file opened for
@@ -298,7 +292,8 @@ static bool may_wait(int fd, enum tdax_heir heir, int flags, bool made, const st
 	*count = (uint32_t)tdax_files_registrations(tdax_rt.dev);
 	bool always_waits = !tdax_rt.bypass && !(flags & O_DIRECT) && (!made || (flags & O_ACCMODE) == O_RDWR);
 	return (tdax_rt.policy != TDAX_POLICY_ALWAYS || always_waits) &&
-	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE && !has_entry(fd, st);
+	       !tdax_tracing && !tdax_rt.blind && heir == TDAX_HEIR_NONE &&
+	       !has_entry(fd, st, true); /* (unreadable: the registration says why) */
 }
 
 /* tdax_manage of a number that has no entry now. */
