@@ -48,9 +48,11 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
 
 /*
  * Mapping a segment in is the write-back thread's work where it can be:
- * a claim asks for it (claimed, on_claim), and tdax_log_map_claimed maps
- * the rest of the segment in, PREFAULT_AHEAD at a time, while its writer
- * goes on. How far each segment's room is mapped in this process is
+ * a claim asks for it (claimed), and the thread's next pass
+ * (tdax_log_map_claimed) maps the rest of the segment in, PREFAULT_AHEAD
+ * at a time, while its writer goes on. (The claim does not wake it: a pass
+ * out of turn also syncs directories and writes files back, which
+ * applications and tests time against the interval.) How far each segment's room is mapped in this process is
  * dev->mapped (page tables outlive a segment's release: a segment claimed
  * again is mapped already); whoever maps a chunk -- the writer ahead of its
  * tail, or that thread -- takes it there first, so no chunk is mapped or
@@ -60,7 +62,6 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
 #define CLAIMED_SLOTS 8
 static _Atomic uint32_t claimed[CLAIMED_SLOTS]; /* segment + 1; 0: none */
 static _Atomic uint32_t claimed_next;
-static void (*on_claim)(void);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -295,19 +296,12 @@ static void map_room(const struct tdax_device *dev, struct tdax_seg *s, uint64_t
 }
 
 /* A segment of the log was claimed by this process: its room not mapped
- * yet is the write-back thread's to map (on_claim wakes it). */
+ * yet is the write-back thread's to map. */
 static void ask_mapping(const struct tdax_device *dev, uint32_t seg)
 {
 	uint64_t room = dev->sb->seg_size - TDAX_SEG_HEADER_SIZE;
-	if (!on_claim || atomic_load_explicit(&dev->mapped[seg], memory_order_relaxed) >= room)
-		return;
-	atomic_store(&claimed[atomic_fetch_add(&claimed_next, 1) % CLAIMED_SLOTS], seg + 1);
-	on_claim();
-}
-
-void tdax_log_on_claim(void (*fn)(void))
-{
-	on_claim = fn;
+	if (atomic_load_explicit(&dev->mapped[seg], memory_order_relaxed) < room)
+		atomic_store(&claimed[atomic_fetch_add(&claimed_next, 1) % CLAIMED_SLOTS], seg + 1);
 }
 
 void tdax_log_map_claimed(const struct tdax_device *dev)

@@ -176,12 +176,10 @@ void tdax_log_seal_mine(struct tdax_device *dev);
  * The room of a segment this process claims is mapped in ahead of its
  * writer (no page fault on an append's path): by the writer itself, 64 KiB
  * ahead of its tail, unless the process's write-back thread got there
- * first. on_claim sets what a claim calls to wake that thread (signal-safe;
- * none: the writer maps it all), map_claimed maps in the rest of the
- * segments claimed since (that thread's work), and after_fork forgets what
+ * first: map_claimed maps in the rest of the segments claimed since its
+ * last call (that thread's work, each pass), and after_fork forgets what
  * the parent had mapped (a child's page tables start empty).
  */
-void tdax_log_on_claim(void (*fn)(void));
 void tdax_log_map_claimed(const struct tdax_device *dev);
 void tdax_log_after_fork(const struct tdax_device *dev);
 

@@ -26,7 +26,6 @@
 #include "preload/state.h"
 #include "preload/tracking.h"
 #include "preload/views.h"
-#include "preload/wake.h"
 #include "preload/fault.h"
 #include "preload/writeback.h"
 
@@ -190,7 +189,6 @@ static void attach_now(void)
 	tdax_device_prefault(dev, dev->base, dev->sb->segs_off); /* header and tables */
 	tdax_count(TDAX_ST_MAP_FAULTS, faults + tdax_thread_faults() - faults0);
 	tdax_count(TDAX_ST_MAP_BYTES, dev->sb->segs_off);
-	tdax_log_on_claim(tdax_wake); /* the write-back thread maps a claimed segment in */
 	tdax_rt.dev = dev;
 	tdax_fault_start();
 	tdax_trace_start(dev, tdax_ownfd_keep);

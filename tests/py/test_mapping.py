@@ -160,7 +160,7 @@ def test_a_claimed_segment_is_mapped_in_by_the_write_back_thread(dev, diskdir):
                          stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert p.stdout.readline() == "acked\n"
-        for _ in range(100):  # (the counters come with the thread's pass)
+        for _ in range(100):  # (the mapping and the counters come with the thread's pass)
             c = status(dev)["counters"]
             mapped = c["map_bytes"] - 2 * base
             if mapped >= seg and c["logged_writes"]:
