@@ -486,22 +486,78 @@ static bool idle(const struct tdax_file_rt *rt)
 	       atomic_load(&rt->cold_started) == atomic_load(&rt->cold_done);
 }
 
-bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen)
+/* Rules for freeing an entry that is idle, beside that: */
+typedef bool (*done_with_fn)(const struct tdax_file_rt *rt, uint64_t now);
+
+/* Its file never had a stream of syncs: the policy learned nothing. */
+static bool never_streamed(const struct tdax_file_rt *rt, uint64_t now)
+{
+	(void)now;
+	return !atomic_load(&rt->streamed);
+}
+
+/* Its file was synced, but not for TDAX_FILE_QUIET_NS: the stream is over. */
+static bool stream_over(const struct tdax_file_rt *rt, uint64_t now)
+{
+	uint64_t last = atomic_load(&rt->last_sync_ns);
+	return last && now - last >= TDAX_FILE_QUIET_NS;
+}
+
+/* Free entry (idx, gen) if it is idle and done_with says so; checked again
+ * under the lock. Never waits: the callers run in close() and open(),
+ * maybe in a signal handler that interrupted this very thread's
+ * registration. */
+static bool let_go_if(struct tdax_device *dev, uint32_t idx, uint32_t gen, done_with_fn done_with)
 {
 	struct tdax_file *f = tdax_file_at(dev, idx);
-	if (f->gen != gen || atomic_load(&f->rt.streamed) || !idle(&f->rt))
+	uint64_t now = tdax_now_ns();
+	if (f->gen != gen || !done_with(&f->rt, now) || !idle(&f->rt))
 		return false;
-	/* Never waits: this runs in close(), maybe in a signal handler that
-	 * interrupted this very thread's registration. */
 	if (!tdax_pidlock_try(dev->reglock))
 		return false;
 	index_room(dev);
 	bool done = f->gen == gen && atomic_load(&f->state) == TDAX_FILE_ACTIVE &&
-		    !atomic_load(&f->rt.streamed) && idle(&f->rt);
+		    done_with(&f->rt, now) && idle(&f->rt);
 	if (done)
 		free_entry(dev, f, idx);
 	tdax_pidlock_release(dev->reglock);
 	return done;
+}
+
+bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen)
+{
+	return let_go_if(dev, idx, gen, never_streamed);
+}
+
+bool tdax_files_let_go_quiet(struct tdax_device *dev, uint32_t idx, uint32_t gen)
+{
+	return let_go_if(dev, idx, gen, stream_over);
+}
+
+/* Whenever: idle is all it takes. */
+static bool any_time(const struct tdax_file_rt *rt, uint64_t now)
+{
+	(void)rt, (void)now;
+	return true;
+}
+
+uint32_t tdax_files_let_go_others(struct tdax_device *dev, const struct tdax_ident *id)
+{
+	/* Found first, freed after: a free may rebuild the index under the
+	 * search. Another file system's inode of that number is not in the
+	 * way; what is read here is checked again under the lock (the
+	 * generation). */
+	struct in_way { uint32_t idx, gen; } in_way[8];
+	uint32_t n = 0, pos = 0, freed = 0;
+	for (int64_t i; n < 8 && (i = index_next(dev, id->ino, &pos)) >= 0;) {
+		const struct tdax_file *f = tdax_file_at(dev, (uint32_t)i);
+		struct tdax_ident e = tdax_file_ident(f);
+		if (e.ino == id->ino && e.dev == id->dev && !tdax_ident_same(&e, id))
+			in_way[n++] = (struct in_way){ (uint32_t)i, f->gen };
+	}
+	for (uint32_t k = 0; k < n; k++)
+		freed += let_go_if(dev, in_way[k].idx, in_way[k].gen, any_time);
+	return freed;
 }
 
 /* Is the file of entry f still at its path? Raw system calls: under the
@@ -548,7 +604,7 @@ static int64_t make_room(struct tdax_device *dev)
 	uint64_t now = tdax_now_ns();
 	uint32_t n = dev->sb->max_files, want = n / 8 ? n / 8 : 1, freed = 0;
 	int64_t slot = -1;
-	for (uint64_t quiet = 1000000000ull;; quiet = 0) {
+	for (uint64_t quiet = TDAX_FILE_QUIET_NS;; quiet = 0) {
 		for (uint32_t i = 0; i < n && freed < want; i++) {
 			struct tdax_file *f = tdax_file_at(dev, i);
 			uint64_t last = atomic_load(&f->rt.last_sync_ns);

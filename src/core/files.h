@@ -234,6 +234,30 @@ bool tdax_files_orphaned(struct tdax_device *dev);
  * freed. Never waits for the registration lock. */
 bool tdax_files_let_go(struct tdax_device *dev, uint32_t idx, uint32_t gen);
 
+/* How long a file synced before goes without a sync before its entry is
+ * of no more use to the policy: a stream that long quiet is over. */
+#define TDAX_FILE_QUIET_NS 1000000000ull
+
+/* A file is opened anew (a descriptor that is not the process's hold of
+ * entry (idx, gen)): free its entry if it holds nothing anyone needs and
+ * the file has had no sync for TDAX_FILE_QUIET_NS. Such an entry only
+ * costs: every descriptor of a registered file pays the registered path
+ * on each write (a database synced under tdax, then run without syncs:
+ * 0.92 of itself), where one without an entry waits for its first sync.
+ * What the policy learned of the file is lost with it; a process still
+ * holding it registers the file again (manage.h). True if it was freed.
+ * Never waits for the registration lock. */
+bool tdax_files_let_go_quiet(struct tdax_device *dev, uint32_t idx, uint32_t gen);
+
+/* The file with identity id has no entry, but its inode number is in
+ * some: the file system gave the number again, so the file of each such
+ * entry on the same file system is gone (an open file keeps its inode).
+ * Free those that hold nothing anyone needs (a journal made and removed
+ * each transaction would otherwise pay the identity's look at every
+ * open). Returns how many were freed. Never waits for the registration
+ * lock. */
+uint32_t tdax_files_let_go_others(struct tdax_device *dev, const struct tdax_ident *id);
+
 /* Free the entries of files that are gone from their paths (removed or
  * replaced where tdax did not see it: a directory deleted by a program
  * without tdax) and hold nothing anyone needs: their ranges become free

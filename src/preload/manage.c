@@ -99,17 +99,26 @@ static bool fs_excluded(int fd, dev_t dev)
  * makes next -- often at once, in the same directory or not -- and that
  * new file has no entry (an append loop without syncs, made where a synced
  * one had been removed, paid the registered path for its whole life: 0.85
- * of itself). unknown: the answer when the identity cannot be read.
+ * of itself). Such entries go now if they hold nothing (the next open of
+ * that number pays the stat alone), and so does the file's own entry if
+ * its stream is over and no descriptor of this process holds it
+ * (files.h): the file then waits for its first sync as a new one does.
+ * unknown: the answer when the identity cannot be read.
  */
 static bool has_entry(int fd, const struct stat *st, bool unknown)
 {
-	if (!tdax_rt.dev || !tdax_files_may_have(tdax_rt.dev, (uint64_t)st->st_ino))
+	struct tdax_device *dev = tdax_rt.dev;
+	if (!dev || !tdax_files_may_have(dev, (uint64_t)st->st_ino))
 		return false;
 	struct tdax_ident id;
 	uint32_t idx, gen;
 	if (tdax_ident_of_fd(fd, &id) != 0)
 		return unknown;
-	return tdax_files_find(tdax_rt.dev, &id, &idx, &gen) == 0;
+	if (tdax_files_find(dev, &id, &idx, &gen) != 0) {
+		tdax_files_let_go_others(dev, &id);
+		return false;
+	}
+	return atomic_load(&tdax_rt.opens[idx]) || !tdax_files_let_go_quiet(dev, idx, gen);
 }
 
 /* A file the operator's rules leave out (rules.h) is managed all the same

@@ -613,11 +613,24 @@ static bool all_upgraded(uint32_t idx, uint32_t gen)
 	return some;
 }
 
+/* `always` keeps no stream, but the next open of the file asks how long
+ * ago its last sync was (files.h TDAX_FILE_QUIET_NS): noted to a tenth of
+ * that, so that syncs in a row store nothing (the line is every syncing
+ * process's). */
+static void noted(uint32_t idx, uint64_t now)
+{
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
+	if (now - atomic_load_explicit(&rt->last_sync_ns, memory_order_relaxed) > TDAX_FILE_QUIET_NS / 10)
+		atomic_store_explicit(&rt->last_sync_ns, now, memory_order_relaxed);
+}
+
 void tdax_tracking_sync(uint32_t idx, uint32_t gen)
 {
-	if (tdax_rt.policy == TDAX_POLICY_ALWAYS)
-		return;
 	uint64_t now = tdax_coarse_ns();
+	if (tdax_rt.policy == TDAX_POLICY_ALWAYS) {
+		noted(idx, now);
+		return;
+	}
 	struct tdax_tunables t;
 	if (cur.busy) { /* a signal handler's sync amid this thread's counting */
 		tdax_control_get(tdax_rt.dev, &t);
@@ -690,8 +703,12 @@ bool tdax_tracking_sync_later(uint32_t idx)
 
 void tdax_tracking_synced(uint32_t idx, uint32_t gen, uint32_t n, uint64_t first, uint64_t last)
 {
-	if (tdax_rt.policy == TDAX_POLICY_ALWAYS || !n)
+	if (!n)
 		return;
+	if (tdax_rt.policy == TDAX_POLICY_ALWAYS) {
+		noted(idx, last);
+		return;
+	}
 	struct tdax_tunables t;
 	tdax_control_get(tdax_rt.dev, &t);
 	syncs(idx, gen, &t, first, last, n);

@@ -83,6 +83,52 @@ TEST(every_registered_file_is_found_and_no_other)
 	tdax_device_close(dev);
 }
 
+TEST(an_entry_quiet_for_a_second_or_at_its_inode_number_given_again_is_let_go_at_an_open)
+{
+	uint32_t gen, idx;
+	struct tdax_device *dev = device_with_file("quiet", &idx, &gen);
+	CHECK(dev);
+	struct tdax_file *f = tdax_file_at(dev, idx);
+	uint64_t now = tdax_now_ns();
+
+	/* Its own entry: never synced (its writer may be at work), synced
+	 * within the second, with records. */
+	CHECK(!tdax_files_let_go_quiet(dev, idx, gen));
+	atomic_store(&f->rt.last_sync_ns, now);
+	CHECK(!tdax_files_let_go_quiet(dev, idx, gen));
+	atomic_store(&f->rt.last_sync_ns, now - TDAX_FILE_QUIET_NS - 1);
+	atomic_store(&f->rt.first_log_ns, 1);
+	CHECK(!tdax_files_let_go_quiet(dev, idx, gen));
+	atomic_store(&f->rt.first_log_ns, 0);
+	atomic_store(&f->rt.streamed, 1); /* a stream's, over */
+	CHECK(!tdax_files_let_go_quiet(dev, idx, gen + 1));
+	CHECK(tdax_files_let_go_quiet(dev, idx, gen));
+	CHECK(atomic_load(&f->state) == TDAX_FILE_FREE);
+
+	/* Another file's entry at the number. */
+	idx = tdax_test_new_file(dev, "reused", &gen);
+	CHECK(idx != UINT32_MAX);
+	f = tdax_file_at(dev, idx);
+	int fd = open_file("reused");
+	struct tdax_ident id;
+	CHECK(fd >= 0 && tdax_ident_of_fd(fd, &id) == 0);
+	close(fd);
+	CHECK(tdax_files_let_go_others(dev, &id) == 0); /* the file's own */
+	struct tdax_ident elsewhere = id;
+	elsewhere.dev++; /* that number on another file system */
+	CHECK(tdax_files_let_go_others(dev, &elsewhere) == 0);
+	struct tdax_ident next = id; /* a later inode at the number */
+	f->flags |= TDAX_FILE_HAS_IGEN;
+	next.flags |= TDAX_FILE_HAS_IGEN;
+	next.igen = f->igen + 1;
+	atomic_store(&f->rt.first_log_ns, 1); /* records yet to be released */
+	CHECK(tdax_files_let_go_others(dev, &next) == 0);
+	atomic_store(&f->rt.first_log_ns, 0);
+	CHECK(tdax_files_let_go_others(dev, &next) == 1);
+	CHECK(atomic_load(&f->state) == TDAX_FILE_FREE);
+	tdax_device_close(dev);
+}
+
 TEST(an_idle_entry_without_a_sync_stream_is_let_go)
 {
 	uint32_t gen, idx;

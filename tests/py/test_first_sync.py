@@ -90,7 +90,9 @@ def test_a_file_at_the_inode_number_of_a_removed_one_with_an_entry_waits_all_the
     anew. That file has no entry: it waits for its first sync like any
     other (manage.c has_entry), and never synced, it costs no entry and no
     record (it was registered at its open, its creation logged and every
-    write on the registered path, because an entry had that number)."""
+    write on the registered path, because an entry had that number). The
+    removed file's entry, which held nothing, goes at that open: the next
+    file at the number pays no look at its identity."""
     stream = r"""
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
@@ -118,9 +120,54 @@ print(os.stat(sys.argv[1]).st_ino)
     else:
         pytest.fail("ext4 gave no new file the inode number of the removed one in 10 tries")
     after = info(dev)
-    assert after["files_registered"] == before["files_registered"], (before, after)
+    assert after["files_registered"] == before["files_registered"] - 1, (before, after)
+    assert str(path) not in [f["path"] for f in status_files(dev)]
     for k in ("logged_creates", "logged_writes", "unlogged_writes"):
         assert after["counters"][k] == before["counters"][k], k
+
+
+def test_a_file_whose_stream_is_over_waits_for_its_first_sync_when_opened_again(dev, diskdir):
+    """A database synced under tdax, then run without syncs: its entry
+    stayed (a stream's, files.h), and every write of the second run took
+    the registered path. Opened again a second after its last sync
+    (TDAX_FILE_QUIET_NS), the entry goes unless a descriptor of the
+    opener's holds it, and the file waits for its first sync (its writes
+    the kernel's alone, not counted); held, it keeps its entry and tdax
+    sees every write."""
+    stream = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for i in range(10):
+    os.write(fd, b"s" * 100); os.fdatasync(fd)
+"""
+    cold = r"""
+import os, sys, time
+held = os.open(sys.argv[1], os.O_RDWR) if sys.argv[2:] else None
+time.sleep(1.2)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+for i in range(100):
+    os.write(fd, b"c" * 100)
+os.close(fd)
+"""
+    path = diskdir / "db"
+
+    def second_run(*args):
+        before = info(dev)
+        tdax_run(dev, cold, path, *args)
+        after = info(dev)
+        seen = [sum(i["counters"][k] for k in ("logged_writes", "unlogged_writes")) for i in (before, after)]
+        return seen[1] - seen[0], after["files_registered"] - before["files_registered"]
+
+    tdax_run(dev, stream, path)
+    # The stream is over (more than a second since the last sync): gone.
+    assert second_run() == (0, -1)
+    assert str(path) not in [f["path"] for f in status_files(dev)]
+    # Held by a descriptor of the opener's, opened while the stream was not
+    # over: the entry stays, every write is seen.
+    tdax_run(dev, stream, path)
+    assert second_run("held") == (100, 0)
+    assert str(path) in [f["path"] for f in status_files(dev)]
+    assert path.stat().st_size == 10 * 100 + 2 * 100 * 100  # (the second stream wrote over the first)
 
 
 def status_files(dev):
