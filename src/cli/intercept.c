@@ -153,10 +153,14 @@ static struct sock_fprog build(struct prog *p)
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
 	/* Opens for writing (the supervisor makes them, and places the
-	 * descriptor); shared mappings of a placed file (writes through them
-	 * are unseen: its syncs become real). */
+	 * descriptor); shared mappings of a placed file (a writable one's
+	 * writes are unseen: its syncs become real; a read-only one is a view,
+	 * until a mapping is made writable: any mprotect that asks for
+	 * PROT_WRITE, which Go's runtime never makes). */
 	emit_flagged(p, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC, 0);
 	emit_flagged(p, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC, 0);
+	emit_flagged(p, SYS_mprotect, 2, PROT_WRITE, 0);
+	emit_flagged(p, SYS_pkey_mprotect, 2, PROT_WRITE, 0);
 	/* openat2: its flags are behind a pointer a filter cannot follow, and
 	 * an open for writing through it would get a low number, its writes
 	 * unseen. ENOSYS, as on a kernel before 5.6: programs fall back to

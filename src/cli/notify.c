@@ -39,6 +39,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ enum { SERVERS = 2, MAX_PROCS = 256, MAX_WRITE = 64 << 20 };
 struct borrowed {
 	int fd;
 	bool file; /* a regular file or a directory: the hooks' business */
+	bool viewed; /* mapped shared and read-only by the command (views, below) */
 	int users;
 	bool dropped;
 };
@@ -157,10 +159,14 @@ static void let_go(struct borrowed *b)
 	}
 }
 
+static void unseen(int fd);
+
 static void drop(struct borrowed **slot)
 {
 	struct borrowed *b = *slot;
 	*slot = NULL;
+	if (b && b->viewed)
+		unseen(b->fd); /* its view outlives the number: no mprotect could find it */
 	if (b) {
 		b->dropped = true;
 		b->users++;
@@ -174,8 +180,12 @@ static void drop_range(struct proc *p, unsigned first, unsigned last)
 		drop(&p->fds[i]);
 }
 
+/* p has ended: its mappings with it. */
 static void forget_proc(struct proc *p)
 {
+	for (int n = 0; n < p->nfds; n++)
+		if (p->fds[n])
+			p->fds[n]->viewed = false;
 	drop_range(p, 0, UINT32_MAX);
 	free(p->fds);
 	close(p->pidfd);
@@ -197,6 +207,70 @@ static void unseen(int fd)
 	void *m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m != MAP_FAILED)
 		munmap(m, 1);
+}
+
+/*
+ * Views. A shared mapping of a placed file that cannot write it (bbolt's,
+ * LMDB's) leaves its syncs lightweight: every write still comes through a
+ * trapped call. A mapping can be made writable later only by mprotect or
+ * pkey_mprotect with PROT_WRITE (an mremap keeps the protection), which
+ * the filter traps whatever the address (glibc makes such calls for each
+ * thread's stack and malloc arena: a cgo program, such as Debian's etcd,
+ * as it starts threads). The supervisor does not see where a view landed,
+ * so such a call looks at the caller's mappings (/proc/PID/maps): one that
+ * reaches a shared mapping of a file, by any of the command's processes (a
+ * forked child has its parent's mappings), makes every viewed file's syncs
+ * real before the call goes back to the kernel. A view mapped at a fixed
+ * address (MAP_FIXED) is taken as writable at once: it could land in a
+ * range another thread's mprotect is about to change. Not covered: an
+ * mprotect across a hole that another thread's view fills between the
+ * look and the call (mprotect changes what it finds before the hole).
+ */
+static _Atomic bool any_view;
+
+static void viewed(struct borrowed *b)
+{
+	pthread_mutex_lock(&lock);
+	b->viewed = true;
+	any_view = true;
+	pthread_mutex_unlock(&lock);
+}
+
+/* Does [addr, addr + len) of process tgid reach a shared mapping of a
+ * file? In doubt (its maps unreadable), it does. */
+static bool reaches_shared(pid_t tgid, uint64_t addr, uint64_t len)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)tgid);
+	FILE *m = fopen(path, "re");
+	if (!m)
+		return true;
+	bool reaches = false;
+	while (!reaches && fgets(line, sizeof(line), m)) {
+		unsigned long long from, to;
+		char perms[8];
+		if (sscanf(line, "%llx-%llx %7s", &from, &to, perms) == 3)
+			reaches = perms[3] == 's' && from < addr + len && addr < to;
+		while (!strchr(line, '\n') && fgets(line, sizeof(line), m))
+			; /* the rest of a long line */
+	}
+	fclose(m);
+	return reaches;
+}
+
+static void views_writable(void)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; any_view && i < MAX_PROCS; i++)
+		for (int n = 0; procs[i].tgid && n < procs[i].nfds; n++) {
+			struct borrowed *b = procs[i].fds[n];
+			if (b && b->viewed) {
+				unseen(b->fd);
+				b->viewed = false;
+			}
+		}
+	any_view = false;
+	pthread_mutex_unlock(&lock);
 }
 
 /* A process seen for the first time may hold files open for writing at
@@ -785,9 +859,18 @@ static bool make(struct call *c, long *r)
 		pthread_mutex_unlock(&lock);
 		return false;
 	case SYS_mmap:
-		/* A shared mapping of a placed file: writes through it are unseen. */
-		if ((b = take(c, 0, (int)a[4])) && b->file)
-			unseen(b->fd);
+		/* A shared mapping of a placed file: a writable one's writes
+		 * are unseen; a read-only one is a view. */
+		if ((b = take(c, 0, (int)a[4])) && b->file) {
+			if ((a[2] & PROT_WRITE) || (a[3] & (MAP_FIXED | MAP_FIXED_NOREPLACE)))
+				unseen(b->fd);
+			else
+				viewed(b);
+		}
+		return false;
+	case SYS_mprotect: case SYS_pkey_mprotect: /* (with PROT_WRITE) */
+		if (any_view && reaches_shared(c->tgid, a[0], a[1]))
+			views_writable();
 		return false;
 	case SYS_sendmsg: case SYS_sendmmsg:
 		/* A file sent over a Unix socket (SCM_RIGHTS). Sent by the
