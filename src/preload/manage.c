@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -91,6 +92,38 @@ static bool fs_excluded(int fd, dev_t dev)
 }
 
 /*
+ * What managing a file needs of it -- type, mode, device, inode, size --
+ * from statx, without its times: since Linux 6.13 (multigrain timestamps)
+ * a look at a file's mtime or ctime (fstat asks for them) makes its next
+ * write take a fine-grained time and dirty its inode once more (for ext4 a
+ * journal update), and every open for writing looks (SQLite's rollback
+ * journal: one a transaction). The rest of *st is zero. 0, or -1 with
+ * errno.
+ */
+static int filled(int rc, const struct statx *stx, struct stat *st)
+{
+	if (rc == 0)
+		*st = (struct stat){ .st_mode = stx->stx_mode, .st_ino = stx->stx_ino,
+				     .st_size = (off_t)stx->stx_size,
+				     .st_dev = makedev(stx->stx_dev_major, stx->stx_dev_minor) };
+	return rc;
+}
+
+#define LOOK_MASK (STATX_TYPE | STATX_MODE | STATX_INO | STATX_SIZE)
+
+static int look_fd(int fd, struct stat *st)
+{
+	struct statx stx;
+	return filled(tdax_statx_fd(fd, LOOK_MASK, &stx), &stx, st);
+}
+
+static int look_path(const char *path, struct stat *st)
+{
+	struct statx stx;
+	return filled(tdax_sys_statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, LOOK_MASK, &stx), &stx, st);
+}
+
+/*
  * Has the file open as fd an entry (in a region this process attached)?
  * The stat first: most inode numbers are in no entry. Where one is, the
  * file's identity decides (two system calls): an entry that stays after
@@ -126,7 +159,7 @@ static bool has_entry(int fd, const struct stat *st, bool unknown)
  * unseen by the records that process may keep of it. */
 static bool qualifies(int fd, int flags, struct stat *st)
 {
-	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && tdax_sys_fstat(fd, st) == 0 &&
+	return fd >= 0 && fd < TDAX_MAX_FDS && (flags & O_ACCMODE) != O_RDONLY && look_fd(fd, st) == 0 &&
 	       S_ISREG(st->st_mode) && !fs_excluded(fd, st->st_dev) &&
 	       (tdax_rules_allow(fd) || has_entry(fd, st, false));
 }
@@ -185,7 +218,7 @@ static bool path_of(int fd, const char *name, const struct stat *st, char path[T
 		path[TDAX_FILE_PATH_MAX] = '\0';
 		struct stat now;
 		if (last_path.ver == v &&
-		    tdax_sys_fstatat(AT_FDCWD, path, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev &&
+		    look_path(path, &now) == 0 && now.st_dev == st->st_dev &&
 		    now.st_ino == st->st_ino)
 			return true;
 	}
@@ -203,7 +236,7 @@ static bool path_of(int fd, const char *name, const struct stat *st, char path[T
 }
 
 /* Register the file open as fd (path_or_null names it in warnings; st,
- * if not NULL, is its fstat): 0 with *idx, *gen, *created, or -1 (the
+ * if not NULL, is its look_fd): 0 with *idx, *gen, *created, or -1 (the
  * file stays with the kernel). */
 static int register_fd(int fd, const char *path_or_null, const struct stat *st, uint32_t *idx, uint32_t *gen,
 		       bool *created)

@@ -106,14 +106,15 @@ def test_appends_and_reads_make_the_calls_they_make_without_tdax(fresh):
     assert extra_calls(fresh, "reads") == {}
 
 
-def test_a_journal_per_transaction_costs_one_fstat_more(fresh):
-    """Made, written, closed and removed each transaction: the fstat that
+def test_a_journal_per_transaction_costs_one_statx_more(fresh):
+    """Made, written, closed and removed each transaction: the statx that
     qualifies the new descriptor (a regular file, on a file system tdax
-    manages) is all tdax adds. Before: a stat of the path at each unlink
+    manages; no times asked for, which would make the next write take a
+    fine-grained one: manage.c look_fd) is all tdax adds. Before: a stat of the path at each unlink
     (does it name a registered file? -- none is) and, once anything on the
     device had synced a directory, two statx of the directory per create
     and per unlink, for good."""
-    assert extra_calls(fresh, "journal") == {"fstat": 1.0}
+    assert extra_calls(fresh, "journal") == {"statx": 1.0}
 
 
 def test_a_directory_sync_is_watched_for_a_while_then_costs_nothing(fresh):
@@ -121,4 +122,4 @@ def test_a_directory_sync_is_watched_for_a_while_then_costs_nothing(fresh):
     change of names (so that the next directory sync may be answered from
     the log) -- for TDAX_DIRSYNC_WATCH changes, then no more until the next
     directory sync: the journal loop after one pays what it pays without."""
-    assert extra_calls(fresh, "journal", extra=("dirsync",)) == {"fstat": 1.0}
+    assert extra_calls(fresh, "journal", extra=("dirsync",)) == {"statx": 1.0}
