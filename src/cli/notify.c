@@ -220,7 +220,8 @@ static void unseen(int fd)
  * so such a call looks at the caller's mappings (/proc/PID/maps): one that
  * reaches a shared mapping of a file, by any of the command's processes (a
  * forked child has its parent's mappings), makes every viewed file's syncs
- * real before the call goes back to the kernel. A view mapped at a fixed
+ * real before the call goes back to the kernel (as one by a process not
+ * known here does: serve). A view mapped at a fixed
  * address (MAP_FIXED) is taken as writable at once: it could land in a
  * range another thread's mprotect is about to change. Not covered: an
  * mprotect across a hole that another thread's view fills between the
@@ -921,6 +922,9 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	/* The thread is still the caller (not a later one with its number). */
 	if (c.p && ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
 		made = make(&c, &r);
+	else if (!c.p && (req->data.nr == SYS_mprotect || req->data.nr == SYS_pkey_mprotect) &&
+		 any_view)
+		views_writable(); /* a process not known here: which mappings it reaches is not either */
 	pthread_mutex_lock(&lock);
 	let_go(c.held[0]);
 	let_go(c.held[1]);
