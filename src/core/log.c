@@ -52,9 +52,10 @@ static __thread __attribute__((tls_model("initial-exec"))) struct {
  * (tdax_log_map_claimed) maps the rest of the segment in, PREFAULT_AHEAD
  * at a time, while its writer goes on. (The claim does not wake it: a pass
  * out of turn also syncs directories and writes files back, which
- * applications and tests time against the interval.) How far each segment's room is mapped in this process is
- * dev->mapped (page tables outlive a segment's release: a segment claimed
- * again is mapped already); whoever maps a chunk -- the writer ahead of its
+ * applications and tests time against the interval.) How far each
+ * segment's room is mapped in this process is dev->mapped (page tables
+ * outlive a segment's release: a segment claimed again is mapped
+ * already); whoever maps a chunk -- the writer ahead of its
  * tail, or that thread -- takes it there first, so no chunk is mapped or
  * counted twice. A writer that reaches a chunk the thread has taken but
  * not mapped yet takes its faults in the copy, uncounted.
