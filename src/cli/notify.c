@@ -26,7 +26,8 @@
  * for a process whose user, groups and umask are the supervisor's to take
  * (it takes the umask per thread: CLONE_FS is unshared), so that tdax never
  * acts with rights the command does not have. Such a process's renames
- * are then unseen, as another program's are (docs/durability.md).
+ * are then unseen, as another program's are (docs/durability.md). A call
+ * the supervisor cannot follow at all (not_followed) makes every sync real.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -57,6 +58,7 @@
 #include "cli/intercept.h"
 #include "cli/out.h"
 #include "cli/supervise.h"
+#include "core/testaid.h"
 #include "core/util.h"
 
 #ifndef SECCOMP_USER_NOTIF_FLAG_CONTINUE
@@ -70,7 +72,7 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-enum { SERVERS = 2, MAX_PROCS = 256, MAX_WRITE = 64 << 20 };
+enum { SERVERS = 2, MAX_PROCS = 32768, MAX_WRITE = 64 << 20 };
 
 /* A descriptor of the command's, borrowed: shared by the threads serving
  * it; closed when the last user lets go of one the command dropped. */
@@ -95,7 +97,10 @@ struct proc {
 
 static int listener;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct proc procs[MAX_PROCS];
+/* procs[0, nprocs) are allocated (a slot whose tgid is 0 is free), each
+ * once: a call holds its process's across the lock. At most max_procs. */
+static struct proc *procs[MAX_PROCS];
+static int nprocs, max_procs = MAX_PROCS;
 static uid_t my_uid;
 static gid_t my_gid;
 
@@ -161,6 +166,10 @@ static void let_go(struct borrowed *b)
 
 static void unseen(int fd);
 
+/* Set once a call went to the kernel unseen that the supervisor could not
+ * follow (not_followed): every file it keeps gets real syncs. */
+static _Atomic bool blind;
+
 static void drop(struct borrowed **slot)
 {
 	struct borrowed *b = *slot;
@@ -220,8 +229,8 @@ static void unseen(int fd)
  * so such a call looks at the caller's mappings (/proc/PID/maps): one that
  * reaches a shared mapping of a file, by any of the command's processes (a
  * forked child has its parent's mappings), makes every viewed file's syncs
- * real before the call goes back to the kernel (as one by a process not
- * known here does: serve). A view mapped at a fixed
+ * real before the call goes back to the kernel (one by a process not known
+ * here makes every file's: not_followed). A view mapped at a fixed
  * address (MAP_FIXED) is taken as writable at once: it could land in a
  * range another thread's mprotect is about to change. Not covered: an
  * mprotect across a hole that another thread's view fills between the
@@ -262,9 +271,9 @@ static bool reaches_shared(pid_t tgid, uint64_t addr, uint64_t len)
 static void views_writable(void)
 {
 	pthread_mutex_lock(&lock);
-	for (int i = 0; any_view && i < MAX_PROCS; i++)
-		for (int n = 0; procs[i].tgid && n < procs[i].nfds; n++) {
-			struct borrowed *b = procs[i].fds[n];
+	for (int i = 0; any_view && i < nprocs; i++)
+		for (int n = 0; procs[i]->tgid && n < procs[i]->nfds; n++) {
+			struct borrowed *b = procs[i]->fds[n];
 			if (b && b->viewed) {
 				unseen(b->fd);
 				b->viewed = false;
@@ -302,11 +311,12 @@ static void unseen_below_base(pid_t tgid, int pidfd)
 		closedir(d);
 }
 
-/* The live process with thread group tgid, or a free slot (under lock). */
+/* The live process with thread group tgid, or a free slot, made if
+ * there is room (under lock). */
 static struct proc *find_proc(pid_t tgid, struct proc **free_slot)
 {
-	for (int i = 0; i < MAX_PROCS; i++) {
-		struct proc *p = &procs[i];
+	for (int i = 0; i < nprocs; i++) {
+		struct proc *p = procs[i];
 		if (p->tgid && ended(p))
 			forget_proc(p); /* its number may be a new process's */
 		if (p->tgid == tgid)
@@ -314,6 +324,8 @@ static struct proc *find_proc(pid_t tgid, struct proc **free_slot)
 		if (!p->tgid && free_slot && !*free_slot)
 			*free_slot = p;
 	}
+	if (free_slot && !*free_slot && nprocs < max_procs && (procs[nprocs] = calloc(1, sizeof(struct proc))))
+		*free_slot = procs[nprocs++];
 	return NULL;
 }
 
@@ -323,37 +335,38 @@ static struct {
 	pid_t tid, tgid;
 } threads[1024];
 
-/* The process of thread tid (under lock): found, or made; NULL if gone.
- * tid is a live thread (the caller waits in its call). */
-static struct proc *proc_of(pid_t tid)
+/* The process of thread tid (under lock): found, or made; NULL if it
+ * cannot be followed (not_followed), *tgid its thread group if known
+ * (else 0). tid is a live thread (the caller waits in its call). */
+static struct proc *proc_of(pid_t tid, pid_t *tgid)
 {
 	struct proc *free_slot = NULL, *p;
 	/* A process's first thread has its number: a live process with
 	 * thread group tid is the caller's. */
 	if ((p = find_proc(tid, &free_slot)))
-		return p;
+		return *tgid = tid, p;
 	unsigned h = (unsigned)tid % (sizeof(threads) / sizeof(threads[0]));
-	pid_t tgid = 0;
 	char line[64];
+	*tgid = 0;
 	if (threads[h].tid == tid) {
 		snprintf(line, sizeof(line), "/proc/%d/task/%d", (int)threads[h].tgid, (int)tid);
 		if (access(line, F_OK) == 0) /* still a thread of that group */
-			tgid = threads[h].tgid;
+			*tgid = threads[h].tgid;
 	}
-	if (!tgid) {
+	if (!*tgid) {
 		if (status_line(tid, "Tgid:", line, sizeof(line)) != 0)
 			return NULL;
-		tgid = (pid_t)atoi(line);
+		*tgid = (pid_t)atoi(line);
 		threads[h].tid = tid;
-		threads[h].tgid = tgid;
+		threads[h].tgid = *tgid;
 	}
-	if ((p = find_proc(tgid, &free_slot)) || !free_slot)
+	if ((p = find_proc(*tgid, &free_slot)) || !free_slot)
 		return p;
-	int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+	int pidfd = (int)syscall(SYS_pidfd_open, *tgid, 0);
 	if (pidfd < 0)
 		return NULL;
-	*free_slot = (struct proc){ .tgid = tgid, .pidfd = pidfd, .next = -1 };
-	unseen_below_base(tgid, pidfd);
+	*free_slot = (struct proc){ .tgid = *tgid, .pidfd = pidfd, .next = -1 };
+	unseen_below_base(*tgid, pidfd);
 	return free_slot;
 }
 
@@ -401,6 +414,8 @@ static struct borrowed *keep(struct proc *p, int fd, int mine)
 		return NULL;
 	}
 	drop(s);
+	if (blind && b->file)
+		unseen(b->fd);
 	return *s = b;
 }
 
@@ -434,6 +449,11 @@ struct call {
 	int dirs[2];       /* descriptors opened for this call, closed after */
 };
 
+static void not_followed(struct call *c, const char *why);
+
+/* The caller's descriptor fd (held[i] until the call is done), or NULL with
+ * errno: EBADF, none by that number; ESRCH, the caller is gone; any other
+ * (the supervisor out of descriptors or memory): not followed. */
 static struct borrowed *take(struct call *c, int i, int fd)
 {
 	pthread_mutex_lock(&lock);
@@ -453,6 +473,11 @@ static struct borrowed *take(struct call *c, int i, int fd)
 		c->held[i] = borrow(c->p, fd);
 	}
 	pthread_mutex_unlock(&lock);
+	int err = errno;
+	if (!c->held[i] && err != EBADF && err != ESRCH) {
+		not_followed(c, strerror(err));
+		errno = err;
+	}
 	return c->held[i];
 }
 
@@ -909,6 +934,63 @@ static bool make(struct call *c, long *r)
 	return false;
 }
 
+/* The descriptor a trapped call writes through, maps or duplicates: a
+ * placed one (or -1). */
+static int placed_arg(const struct call *c)
+{
+	switch (c->req->data.nr) {
+	case SYS_mmap:
+		return (int)c->a[4];
+	case SYS_copy_file_range: case SYS_splice:
+		return (int)c->a[2];
+	case SYS_write: case SYS_pwrite64: case SYS_writev: case SYS_pwritev: case SYS_pwritev2:
+	case SYS_fsync: case SYS_fdatasync: case SYS_ftruncate: case SYS_fallocate: case SYS_sendfile:
+	case SYS_dup: case SYS_dup2: case SYS_dup3: case SYS_fcntl:
+		return (int)c->a[0] >= TDAX_INTERCEPT_FD_BASE ? (int)c->a[0] : -1;
+	}
+	return -1;
+}
+
+/*
+ * Calls the supervisor cannot follow: one of a process it cannot tell
+ * (MAX_PROCS live ones, its /proc entry unreadable, no pidfd), or on a
+ * descriptor it cannot borrow (out of descriptors or memory). The call
+ * goes to the kernel as it was made, where its writes -- and a duplicate's
+ * or a mapping's later ones -- are unseen. So the supervisor goes blind,
+ * once and for good: every file it keeps gets real syncs now, and every
+ * file it keeps from then on too (keep); and the file of the call's own
+ * descriptor, which may be kept nowhere (the process that placed it closed
+ * it), if it can still be had. Said on stderr once: the command runs on,
+ * its syncs at its disk's pace.
+ */
+static void not_followed(struct call *c, const char *why)
+{
+	pthread_mutex_lock(&lock);
+	if (!blind) {
+		blind = true;
+		fprintf(stderr, "tdax: the supervisor cannot follow process %d (%s): every file's syncs "
+				"are real from now on\n", (int)(c->tgid ? c->tgid : c->pid), why);
+		for (int i = 0; i < nprocs; i++)
+			for (int n = 0; procs[i]->tgid && n < procs[i]->nfds; n++)
+				if (procs[i]->fds[n] && procs[i]->fds[n]->file)
+					unseen(procs[i]->fds[n]->fd);
+	}
+	pthread_mutex_unlock(&lock);
+	int fd = placed_arg(c);
+	if (fd < 0)
+		return;
+	/* PIDFD_THREAD (Linux 6.9): the caller's thread, its group unknown. */
+	int pidfd = (int)syscall(SYS_pidfd_open, c->tgid ? c->tgid : c->pid, c->tgid ? 0 : O_EXCL);
+	int mine = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0) : -1;
+	struct stat st;
+	if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
+		unseen(mine);
+	if (mine >= 0)
+		close(mine);
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
 static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
 	struct call c = { .req = req, .pid = (pid_t)req->pid, .a = (uint64_t *)req->data.args,
@@ -916,15 +998,17 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	long r = 0;
 	bool made = false;
 	pthread_mutex_lock(&lock);
-	c.p = proc_of(c.pid);
-	c.tgid = c.p ? c.p->tgid : 0;
+	c.p = proc_of(c.pid, &c.tgid);
+	const char *why = !c.tgid ? "its /proc entry cannot be read" : nprocs >= max_procs ?
+			  "the supervisor's table of processes is full" : strerror(errno);
 	pthread_mutex_unlock(&lock);
 	/* The thread is still the caller (not a later one with its number). */
-	if (c.p && ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
+	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) != 0)
+		; /* gone: its call with it */
+	else if (c.p)
 		made = make(&c, &r);
-	else if (!c.p && (req->data.nr == SYS_mprotect || req->data.nr == SYS_pkey_mprotect) &&
-		 any_view)
-		views_writable(); /* a process not known here: which mappings it reaches is not either */
+	else
+		not_followed(&c, why);
 	pthread_mutex_lock(&lock);
 	let_go(c.held[0]);
 	let_go(c.held[1]);
@@ -977,6 +1061,16 @@ int cmd_serve_syscalls(int argc, char **argv)
 	 * server on the caller's CPU (Linux 6.6). Without it a trapped call
 	 * costs a wake-up of another CPU: ~40 us on this VM, ~5 us with it. */
 	ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+	/* A descriptor of every file the command places is kept here: as much
+	 * room as the limits allow (a borrow that fails is not_followed). */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	const char *cap = TDAX_TEST_ENV("SUPERVISOR_PROCS"); /* test aid: a table this small */
+	if (cap && atoi(cap) > 0 && atoi(cap) < MAX_PROCS)
+		max_procs = atoi(cap);
 	my_uid = getuid();
 	my_gid = getgid();
 	pthread_attr_t attr;
