@@ -54,7 +54,7 @@
 /* Always handed over: they change names, or end what the supervisor keeps. */
 static const int always[] = {
 	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_truncate, SYS_creat,
-	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup,
+	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup, SYS_io_submit,
 	/* They pass a descriptor on, to a low number of its receiver's. */
 	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
 };

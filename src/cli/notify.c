@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/aio_abi.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -919,6 +920,26 @@ static bool make(struct call *c, long *r)
 			unseen(mine);
 		if (mine >= 0)
 			close(mine);
+		return false;
+	}
+	case SYS_io_submit: {
+		/* The kernel's AIO (io_submit(ctx, n, iocbs)): writes the
+		 * supervisor would not see. A control block that writes a
+		 * placed descriptor makes its file's syncs real first, up to the
+		 * first one the kernel could not read either. Read before the
+		 * kernel reads them: a thread that rewrites one meanwhile only
+		 * cheats itself. */
+		for (uint64_t i = 0, n = a[1] >> 63 ? 0 : a[1]; i < n; i++) {
+			uint64_t at;
+			struct iocb cb;
+			if (peek(c, &at, a[2] + i * sizeof(at), sizeof(at)) != 0 || !at ||
+			    peek(c, &cb, at, sizeof(cb)) != 0)
+				break;
+			if ((cb.aio_lio_opcode == IOCB_CMD_PWRITE || cb.aio_lio_opcode == IOCB_CMD_PWRITEV) &&
+			    cb.aio_fildes >= TDAX_INTERCEPT_FD_BASE && (b = take(c, 0, (int)cb.aio_fildes)) && b->file)
+				unseen(b->fd);
+			give_back(c, 0);
+		}
 		return false;
 	}
 	case SYS_io_uring_setup: {

@@ -27,4 +27,9 @@
  * every file it has or opens for writing goes to the kernel's sync path. */
 void tdax_go_blind(void);
 
+/* The kernel's AIO is about to submit iocbs[0..n) (io_submit): the files
+ * they write go to the kernel's sync path (interpose_fd.c). */
+struct iocb;
+void tdax_aio_submitting(long n, struct iocb *const *iocbs);
+
 #endif

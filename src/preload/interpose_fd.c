@@ -27,6 +27,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "preload/fault.h"
 #include "preload/manage.h"
 #include "preload/mode.h"
 #include "preload/promoted.h"
@@ -457,14 +458,29 @@ EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct si
 	return REAL(lio_listio64)(mode, list, n, sev);
 }
 
-/* libaio (the kernel's AIO): io_submit is libaio's, not libc's. */
+/* The kernel's AIO: the writes io_submit(2) is about to submit, up to the
+ * first control block the kernel could not read either (it stops there,
+ * with EFAULT: tdax looks first, and never faults where it would not). */
+void tdax_aio_submitting(long n, struct iocb *const *iocbs)
+{
+	for (long i = 0; tdax_on() && i < n; i++) {
+		struct iovec at = { (void *)&iocbs[i], sizeof(iocbs[i]) };
+		if (!tdax_fault_readable(&at, 1) || !iocbs[i])
+			return;
+		struct iovec cb = { iocbs[i], sizeof(*iocbs[i]) };
+		if (!tdax_fault_readable(&cb, 1))
+			return;
+		if (iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITE || iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITEV)
+			async_write((int)iocbs[i]->aio_fildes);
+	}
+}
+
+/* libaio's io_submit, which makes the system call itself (a raw one
+ * through syscall(2): interpose_syscall.c). */
 int io_submit(aio_context_t ctx, long n, struct iocb **iocbs);
 EXPORT int io_submit(aio_context_t ctx, long n, struct iocb **iocbs)
 {
-	for (long i = 0; i < n; i++)
-		if (iocbs[i] && (iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITE ||
-				 iocbs[i]->aio_lio_opcode == IOCB_CMD_PWRITEV))
-			async_write((int)iocbs[i]->aio_fildes);
+	tdax_aio_submitting(n, iocbs);
 	return REAL(io_submit)(ctx, n, iocbs);
 }
 

@@ -126,6 +126,9 @@ EXPORT long syscall(long nr, ...)
 	case SYS_io_uring_setup:
 		tdax_go_blind();
 		return tdax_syscall(nr, a, b, c, d, e, f);
+	case SYS_io_submit:
+		tdax_aio_submitting(b, (struct iocb *const *)c);
+		return tdax_syscall(nr, a, b, c, d, e, f);
 	case SYS_execve:
 		return execve((const char *)a, (char *const *)b, (char *const *)c);
 	case SYS_execveat:

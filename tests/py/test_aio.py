@@ -1,0 +1,101 @@
+"""Asynchronous writes under tdax: POSIX aio (aio_write, lio_listio) and
+the kernel's AIO (libaio's io_submit, and io_submit as a raw system call:
+syscall(2), or a static program under --intercept syscall). tdax does not
+see such a write complete, so the file it goes to must get real syncs from
+then on (docs/durability.md). Each case logs two writes with light syncs,
+writes over them asynchronously, syncs with fdatasync, is killed and loses
+its disk's cache: the asynchronous write is there, and no older record is
+replayed over it."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+
+# argv: how, file. A and B (8 KiB each, synced: light under policy always),
+# then C (50 bytes at 100) written asynchronously, then fdatasync.
+AIO = r"""
+#include <aio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libaio.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+static char buf[8192];
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+int main(int argc, char **argv) {
+	const char *how = argv[1];
+	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
+	must(fd >= 0 && fsync(fd) == 0, "open");
+	memset(buf, 'A', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
+	memset(buf, 'B', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	memset(buf, 'C', 50);
+	if (!strcmp(how, "posix") || !strcmp(how, "lio")) {
+		struct aiocb cb = { .aio_fildes = fd, .aio_buf = buf, .aio_nbytes = 50, .aio_offset = 100,
+				    .aio_lio_opcode = LIO_WRITE };
+		struct aiocb *list[1] = { &cb };
+		if (!strcmp(how, "posix"))
+			must(aio_write(&cb) == 0, "aio_write");
+		else
+			must(lio_listio(LIO_WAIT, list, 1, NULL) == 0, "lio_listio");
+		const struct aiocb *wait[1] = { &cb };
+		while (aio_error(&cb) == EINPROGRESS)
+			aio_suspend(wait, 1, NULL);
+		must(aio_return(&cb) == 50, "C");
+	} else {
+		io_context_t ctx = 0;
+		struct iocb cb, *list[1] = { &cb };
+		struct io_event ev;
+		struct iovec v = { buf, 50 };
+		if (!strcmp(how, "libaio")) {          /* libaio's calls */
+			io_prep_pwrite(&cb, fd, buf, 50, 100);
+			must(io_setup(8, &ctx) == 0 && io_submit(ctx, 1, list) == 1 &&
+			     io_getevents(ctx, 1, 1, &ev, NULL) == 1 && ev.res == 50, "C");
+		} else {                               /* raw system calls, a vector */
+			io_prep_pwritev(&cb, fd, &v, 1, 100);
+			must(syscall(SYS_io_setup, 8, &ctx) == 0 && syscall(SYS_io_submit, ctx, 1, list) == 1 &&
+			     syscall(SYS_io_getevents, ctx, 1, 1, &ev, NULL) == 1 && ev.res == 50, "C");
+		}
+	}
+	must(fdatasync(fd) == 0, "fdatasync");
+	printf("acked\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("aio")
+    (d / "aio.c").write_text(AIO)
+    run("cc", "-O2", "-o", d / "aio", d / "aio.c", "-laio", check=0)
+    run("cc", "-O2", "-static", "-o", d / "aio-static", d / "aio.c", "-laio", check=0)
+    return d
+
+
+@pytest.mark.parametrize("how,intercept", [("posix", "libc"), ("lio", "libc"), ("libaio", "libc"),
+                                           ("raw", "libc"), ("posix", "syscall"), ("libaio", "syscall"),
+                                           ("raw", "syscall")])
+def test_an_asynchronous_write_makes_the_files_syncs_real_and_nothing_acknowledged_is_lost(
+        dev, voldisk, progs, how, intercept):
+    f = voldisk.mnt / "f"
+    prog = progs / ("aio-static" if intercept == "syscall" else "aio")
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
+                          "--", str(prog), how, str(f)],
+                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line == "acked\n", line
+    assert f.read_bytes() == EXPECT, "the case did not do what it says"
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"
