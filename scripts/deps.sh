@@ -15,6 +15,7 @@ pkgs+=(groff-base bash-completion systemd)  # checks of the man page, completion
 pkgs+=(lintian)  # the check of the Debian package (make deb)
 pkgs+=(liburing-dev)  # tests/py/test_uring.py: writes and syncs through io_uring under tdax
 pkgs+=(libaio-dev)  # tests/py/test_aio.py: writes through the kernel's AIO (libaio, io_submit) under tdax
+pkgs+=(xfsprogs)  # tests/py/test_clone.py: a clone of blocks (FICLONE) into a file, on XFS, under tdax
 pkgs+=(strace)  # tests/py/test_syscalls.py: the system calls tdax adds, counted
 pkgs+=(stress-ng)  # tests/py/test_stressng.py: another project's file stressors, verified, under tdax
 pkgs+=(python3-lmdb lmdb-utils)  # tests/py/test_views.py: LMDB (a read-only mapping of its data file), mdb_stat

@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <limits.h>
 #include <signal.h>
@@ -150,6 +151,14 @@ static struct sock_fprog build(struct prog *p)
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 1, NEXT);
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, NEXT, ALLOW);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
+	/* ioctl(placed, FICLONE or FICLONERANGE, ...): a clone of blocks into
+	 * it, which the supervisor makes as it makes a copy. */
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, NEXT, 5);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, FICLONE, 1, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, FICLONERANGE, NEXT, ALLOW);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
 	/* Opens for writing (the supervisor makes them, and places the

@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/aio_abi.h>
+#include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -800,6 +801,19 @@ static bool make(struct call *c, long *r)
 			*r = result(splice(b->fd, pi, b2->fd, po, (size_t)a[4], (unsigned)a[5]));
 		if (*r >= 0 && ((pi && poke(c, pi, in_at, sizeof(oi))) || (po && poke(c, po, out_at, sizeof(oo)))))
 			*r = -EFAULT;
+		return true;
+	}
+	case SYS_ioctl: { /* FICLONE or FICLONERANGE (the filter's): as a copy */
+		bool range = (unsigned)a[1] == FICLONERANGE;
+		struct file_clone_range cr;
+		if (range && (*r = peek(c, &cr, a[2], sizeof(cr))) != 0)
+			return true;
+		if (!(b = take(c, 0, (int)a[0])) || !(b2 = take(c, 1, range ? (int)cr.src_fd : (int)a[2])))
+			return errno != EBADF ? false : (*r = -EBADF, true);
+		if (!b->file)
+			return false;
+		cr.src_fd = b2->fd;
+		*r = result(range ? ioctl(b->fd, FICLONERANGE, &cr) : ioctl(b->fd, FICLONE, b2->fd));
 		return true;
 	}
 	case SYS_rename: case SYS_renameat: case SYS_renameat2: {

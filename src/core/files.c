@@ -134,7 +134,7 @@ static int ident(int fd, bool path_only, struct tdax_ident *id, bool *sealed)
 		}
 		id->igen = igen;
 		id->flags |= TDAX_FILE_HAS_IGEN;
-	} else if (ioctl(fd, FS_IOC_GETVERSION, &g) == 0) {
+	} else if (tdax_syscall(SYS_ioctl, fd, FS_IOC_GETVERSION, &g) == 0) {
 		id->igen = (uint32_t)g;
 		id->flags |= TDAX_FILE_HAS_IGEN;
 	}

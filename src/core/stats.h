@@ -23,12 +23,12 @@ enum tdax_fallback {
 	TDAX_FB_UNSEEN_WRITE,  /* the file changed size behind tdax (a writer it did not see) */
 	TDAX_FB_MMAP,          /* a shared writable mapping of the file */
 	TDAX_FB_STDIO,         /* a stdio stream on the file */
-	TDAX_FB_COPY,          /* copy_file_range, sendfile or splice into the file */
+	TDAX_FB_COPY,          /* copy_file_range, sendfile, splice or a clone (FICLONE) into the file */
 	TDAX_FB_DIRECT,        /* an O_DIRECT writer */
 	TDAX_FB_WB_ERROR,      /* a background sync failed: data kept, error reported */
 	TDAX_FB_UNREGISTERED,  /* file table full or path too long */
 	TDAX_FB_PASSTHROUGH,   /* a write tdax let through unlogged (unknown pwritev2 flag, syscall(2)) */
-	TDAX_FB_ASYNC,         /* asynchronous I/O tdax cannot follow (POSIX aio, libaio, io_uring) */
+	TDAX_FB_ASYNC,         /* asynchronous I/O tdax cannot follow (POSIX aio, the kernel's AIO, io_uring) */
 	TDAX_FB_BIG_WRITE,     /* a write of TDAX_BIG_WRITE bytes or more: the block path (dual path) */
 	TDAX_FB_COUNT
 };

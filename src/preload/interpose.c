@@ -17,9 +17,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -425,6 +427,30 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 	ssize_t r = TDAX_REAL(copy_file_range)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
+	errno = err;
+	return r;
+}
+
+/* A clone of another file's blocks into fd (FICLONE, FICLONERANGE: XFS
+ * and btrfs share them; ext4 refuses): bytes the kernel moved in, as a
+ * copy's. Every other request goes straight to the kernel. */
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if ((unsigned)req != FICLONE && (unsigned)req != FICLONERANGE)
+		return TDAX_REAL(ioctl)(fd, req, arg);
+	struct iovec range = { arg, sizeof(struct file_clone_range) };
+	if ((unsigned)req == FICLONE)
+		tdax_promoted_settle_fd((int)(intptr_t)arg);
+	else if (tdax_on() && tdax_fault_readable(&range, 1)) /* else the kernel says EFAULT */
+		tdax_promoted_settle_fd((int)((struct file_clone_range *)arg)->src_fd);
+	tdax_promoted_settle_fd(fd);
+	int r = TDAX_REAL(ioctl)(fd, req, arg);
+	int err = errno;
+	moved_in(fd, r == 0);
 	errno = err;
 	return r;
 }

@@ -7,9 +7,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -126,6 +128,10 @@ EXPORT long syscall(long nr, ...)
 	case SYS_io_uring_setup:
 		tdax_go_blind();
 		return tdax_syscall(nr, a, b, c, d, e, f);
+	case SYS_ioctl:
+		if ((unsigned)b == FICLONE || (unsigned)b == FICLONERANGE)
+			return ioctl((int)a, (unsigned long)b, (void *)c);
+		break;
 	case SYS_io_submit:
 		tdax_aio_submitting(b, (struct iocb *const *)c);
 		return tdax_syscall(nr, a, b, c, d, e, f);

@@ -119,6 +119,7 @@ extern struct tdax_runtime tdax_rt;
 	X(copy_file_range, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))   \
 	X(sendfile, ssize_t, (int, int, off_t *, size_t))                             \
 	X(splice, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))            \
+	X(ioctl, int, (int, unsigned long, ...))                                      \
 	X(fopen, void *, (const char *, const char *))                                \
 	X(fdopen, void *, (int, const char *))                                        \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \

@@ -78,16 +78,19 @@ def sh(*cmd, check=True, **kw):
 
 
 class Disk:
-    """ext4 on a loop device over voldisk, mounted at self.mnt."""
+    """ext4 (or XFS, fs="xfs") on a loop device over voldisk, mounted at self.mnt."""
 
-    def __init__(self, base, mode, seed):
-        self.base, self.mode, self.seed = base, mode, seed
+    def __init__(self, base, mode, seed, fs="ext4"):
+        self.base, self.mode, self.seed, self.fs = base, mode, seed, fs
         self.image, self.fuse, self.mnt = base / "image", base / "fuse", base / "mnt"
         for p in (self.fuse, self.mnt):
             p.mkdir(exist_ok=True)
-        sh("truncate", "-s", "256M", self.image)
+        sh("truncate", "-s", "512M" if fs == "xfs" else "256M", self.image)  # XFS: 300 MiB at least
         self.attach()
-        sh("mkfs.ext4", "-q", "-F", self.loop)
+        if fs == "xfs":
+            sh("mkfs.xfs", "-q", "-f", self.loop)
+        else:
+            sh("mkfs.ext4", "-q", "-F", self.loop)
         sh("blockdev", "--flushbufs", self.loop)
         self.mount()
 
@@ -103,7 +106,7 @@ class Disk:
 
     def mount(self):
         # No periodic journal commit during a round: only syncs flush the disk.
-        sh("mount", "-o", "commit=600", self.loop, self.mnt)
+        sh("mount", *(("-o", "commit=600") if self.fs == "ext4" else ()), self.loop, self.mnt)
         os.chmod(self.mnt, 0o777)
 
     def cut(self):

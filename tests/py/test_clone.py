@@ -1,0 +1,89 @@
+"""A clone of another file's blocks into a file under tdax (FICLONE,
+FICLONERANGE: XFS and btrfs share the blocks; ext4 refuses the call): the
+kernel changes the file's bytes without a write tdax sees, so the change
+counts as a copy into the file (copy_file_range's path) and the next sync
+is real -- by the libc hook, through syscall(2), and under --intercept
+syscall (the supervisor makes the call). Each case logs two writes with
+light syncs on XFS, clones a block of another file over them, syncs, is
+killed and loses its disk's cache: the cloned bytes are there, and no
+older record is replayed over them."""
+import os
+import subprocess
+
+import pytest
+
+import crashtest
+from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+
+# argv: how, file, source. The file: A then B (8 KiB each, synced: light
+# under policy always); the source: 4 KiB of C, synced without tdax's
+# help (its syncs are real: a new file's first); then a clone of it over
+# the file's second block, and fdatasync.
+CLONE = r"""
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static char buf[8192];
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+int main(int argc, char **argv) {
+	const char *how = argv[1];
+	int fd = open(argv[2], O_RDWR | O_CREAT, 0644), src = open(argv[3], O_RDWR | O_CREAT, 0644);
+	must(fd >= 0 && src >= 0 && fsync(fd) == 0, "open");
+	memset(buf, 'A', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
+	memset(buf, 'B', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	memset(buf, 'C', 4096);
+	must(pwrite(src, buf, 4096, 0) == 4096 && fsync(src) == 0, "source");
+	struct file_clone_range r = { .src_fd = src, .src_offset = 0, .src_length = 4096, .dest_offset = 4096 };
+	if (!strcmp(how, "range"))                  /* libc's ioctl */
+		must(ioctl(fd, FICLONERANGE, &r) == 0, "FICLONERANGE");
+	else                                        /* syscall(2) */
+		must(syscall(SYS_ioctl, fd, FICLONERANGE, &r) == 0, "FICLONERANGE");
+	must(fdatasync(fd) == 0, "fdatasync");
+	printf("acked\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+EXPECT = b"B" * 4096 + b"C" * 4096
+
+
+@pytest.fixture
+def xfsdisk(tmp_path):
+    """XFS on a volatile disk (conftest's voldisk, on another file system)."""
+    os.chmod(tmp_path, 0o755)
+    disk = crashtest.Disk(tmp_path, "lose-all", 1, fs="xfs")
+    yield disk
+    disk.detach()
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clone")
+    (d / "clone.c").write_text(CLONE)
+    run("cc", "-O2", "-o", d / "clone", d / "clone.c", check=0)
+    run("cc", "-O2", "-static", "-o", d / "clone-static", d / "clone.c", check=0)
+    return d
+
+
+@pytest.mark.parametrize("how,intercept", [("range", "libc"), ("syscall", "libc"), ("range", "syscall")])
+def test_a_clone_into_a_file_makes_its_sync_real_and_nothing_acknowledged_is_lost(dev, xfsdisk, progs, how,
+                                                                                  intercept):
+    f, src = xfsdisk.mnt / "f", xfsdisk.mnt / "src"
+    prog = progs / ("clone-static" if intercept == "syscall" else "clone")
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
+                          "--", str(prog), how, str(f), str(src)],
+                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line == "acked\n", line
+    assert f.read_bytes() == EXPECT, "the case did not do what it says"
+    killed_and_cut(p, dev, xfsdisk)
+    assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"
