@@ -168,6 +168,7 @@ static struct sock_fprog build(struct prog *p)
 	 * PROT_WRITE, which Go's runtime never makes). */
 	emit_flagged(p, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC, 0);
 	emit_flagged(p, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC, 0);
+	emit_flagged(p, SYS_open_by_handle_at, 2, O_ACCMODE | O_TRUNC, 0);
 	emit_flagged(p, SYS_mprotect, 2, PROT_WRITE, 0);
 	emit_flagged(p, SYS_pkey_mprotect, 2, PROT_WRITE, 0);
 	/* openat2: its flags are behind a pointer a filter cannot follow, and

@@ -18,12 +18,14 @@
 #include <limits.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -37,10 +39,12 @@
 #include "preload/names.h"
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
+#include "preload/lease.h"
 #include "preload/dirsync.h"
 #include "preload/fault.h"
 #include "preload/start.h"
 #include "preload/state.h"
+#include "core/sys.h"
 #include "core/trace.h"
 #include "core/util.h"
 #include "preload/writeback.h"
@@ -71,20 +75,32 @@ static bool takes_mode(int flags)
  * (which then finds the size it expects). Linux truncates with O_RDONLY
  * too.
  */
-static int do_open(int dirfd, const char *path, int flags, mode_t mode)
+/* The kernel's call a hooked open makes: openat, or the caller's own
+ * openat2 (its resolve flags have no openat) or open_by_handle_at. */
+struct opener {
+	long nr; /* SYS_openat2, SYS_open_by_handle_at; 0: openat */
+	const void *arg; /* the open_how, or the file_handle */
+	size_t size;     /* the open_how's */
+};
+
+static int do_open_by(int dirfd, const char *path, int flags, mode_t mode, const struct opener *by)
 {
 	/* Another open of a file this process has promoted would break its
-	 * own lease and wait for the write-back thread: demoted here first. */
-	tdax_promoted_settle_at(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
+	 * own lease and wait for the write-back thread: demoted here first
+	 * (by its path: an open by handle has none, and waits). */
+	if (path)
+		tdax_promoted_settle_at(dirfd, path, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0);
 	struct tdax_names_trunc trunc = { .fd = -1 };
 	struct tdax_dir_look dir;
 	if (flags & O_CREAT)
 		tdax_dirsync_look(dirfd, path, &dir);
-	if ((flags & O_TRUNC) && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)))
+	if ((flags & O_TRUNC) && path && tdax_on_for_path(dirfd, path, !(flags & O_NOFOLLOW)))
 		tdax_names_truncate_look(dirfd, path, !(flags & O_NOFOLLOW), &trunc);
 	bool manage = tdax_on_or_waiting() && (flags & O_ACCMODE) != O_RDONLY &&
 		      (flags & O_TMPFILE) != O_TMPFILE;
-	int fd = TDAX_REAL(openat)(dirfd, path, flags, mode);
+	int fd = !by->nr ? TDAX_REAL(openat)(dirfd, path, flags, mode)
+		 : by->nr == SYS_openat2 ? (int)tdax_syscall(SYS_openat2, dirfd, path, by->arg, by->size)
+		 : (int)tdax_syscall(SYS_open_by_handle_at, dirfd, by->arg, flags);
 	int e = errno;
 	if (trunc.fd >= 0) {
 		tdax_names_truncated(&trunc, fd >= 0, 0);
@@ -102,6 +118,34 @@ static int do_open(int dirfd, const char *path, int flags, mode_t mode)
 		tdax_dirsync_changed(dirfd, path, &dir, logged);
 	errno = e;
 	return fd;
+}
+
+static int do_open(int dirfd, const char *path, int flags, mode_t mode)
+{
+	static const struct opener by_openat;
+	return do_open_by(dirfd, path, flags, mode, &by_openat);
+}
+
+/* openat2 through syscall(2) (the C library has no wrapper for it here):
+ * the hooks' open, made by the kernel's call the caller asked for. Its
+ * open_how is copied with the kernel's checks (one it cannot read, or a
+ * size it would refuse, goes to the kernel as it is, which fails it). */
+int tdax_openat2(int dirfd, const char *path, const struct open_how *how, size_t size)
+{
+	struct open_how h;
+	struct iovec mine = { &h, sizeof(h) }, theirs = { (void *)how, sizeof(h) };
+	if (size < sizeof(h) || tdax_syscall(SYS_process_vm_readv, getpid(), &mine, 1, &theirs, 1, 0) != sizeof(h))
+		return (int)tdax_syscall(SYS_openat2, dirfd, path, how, size);
+	const struct opener by = { SYS_openat2, how, size };
+	return do_open_by(dirfd, path, (int)h.flags, (mode_t)h.mode, &by);
+}
+
+/* An open by a file handle names no path: the hooks' open without one
+ * (the kernel ignores O_CREAT there). */
+EXPORT int open_by_handle_at(int mount_fd, struct file_handle *handle, int flags)
+{
+	const struct opener by = { SYS_open_by_handle_at, handle, 0 };
+	return do_open_by(mount_fd, NULL, flags & ~O_CREAT, 0, &by);
 }
 
 #define MODE_ARG(flags, mode)                                                   \
@@ -506,6 +550,29 @@ EXPORT FILE *fopen(const char *path, const char *mode)
 EXPORT FILE *fopen64(const char *path, const char *mode)
 {
 	return fopen(path, mode);
+}
+
+/* The stream's descriptor is closed (as fclose's: interpose_fd.c), and
+ * another opened inside the C library: this file's, or, without a path,
+ * the same file's in the new mode. */
+EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	if (stream) {
+		tdax_promoted_settle_fd(fileno(stream));
+		tdax_lease_drop(fileno(stream));
+	}
+	if (path)
+		tdax_promoted_settle_at(AT_FDCWD, path, 0);
+	FILE *f = TDAX_REAL(freopen)(path, mode, stream);
+	if (f)
+		tdax_fd_forget(fileno(f));
+	stdio_on(f, mode);
+	return f;
+}
+
+EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+	return freopen(path, mode, stream);
 }
 
 EXPORT FILE *fdopen(int fd, const char *mode)

@@ -32,4 +32,8 @@ void tdax_go_blind(void);
 struct iocb;
 void tdax_aio_submitting(long n, struct iocb *const *iocbs);
 
+/* openat2(2) made through syscall(2): the open hooks' work (interpose.c). */
+struct open_how;
+int tdax_openat2(int dirfd, const char *path, const struct open_how *how, size_t size);
+
 #endif

@@ -105,6 +105,10 @@ EXPORT long syscall(long nr, ...)
 		return openat((int)a, (const char *)b, (int)c, (mode_t)d);
 	case SYS_creat:
 		return creat((const char *)a, (mode_t)b);
+	case SYS_openat2:
+		return tdax_openat2((int)a, (const char *)b, (const struct open_how *)c, (size_t)d);
+	case SYS_open_by_handle_at:
+		return open_by_handle_at((int)a, (struct file_handle *)b, (int)c);
 	case SYS_rename:
 		return rename((const char *)a, (const char *)b);
 	case SYS_renameat:
@@ -153,7 +157,7 @@ EXPORT long syscall(long nr, ...)
 	}
 	/* Anything else that returns a descriptor makes a new one (openat2,
 	 * open_by_handle_at, pidfd_open, ...): its number's entry is stale. */
-	if (r >= 0 && (nr == SYS_openat2 || nr == SYS_open_by_handle_at || nr == SYS_pidfd_open ||
+	if (r >= 0 && (nr == SYS_pidfd_open ||
 		       nr == SYS_pidfd_getfd || nr == SYS_userfaultfd || nr == SYS_memfd_create ||
 		       nr == SYS_socket || nr == SYS_accept || nr == SYS_accept4 ||
 		       nr == SYS_eventfd2 || nr == SYS_epoll_create1 || nr == SYS_fanotify_init))

@@ -121,6 +121,7 @@ extern struct tdax_runtime tdax_rt;
 	X(splice, ssize_t, (int, off_t *, int, off_t *, size_t, unsigned))            \
 	X(ioctl, int, (int, unsigned long, ...))                                      \
 	X(fopen, void *, (const char *, const char *))                                \
+	X(freopen, void *, (const char *, const char *, void *))                      \
 	X(fdopen, void *, (int, const char *))                                        \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
