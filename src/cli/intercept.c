@@ -33,6 +33,7 @@
 #include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -56,6 +57,8 @@
 static const int always[] = {
 	SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_truncate, SYS_creat,
 	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup, SYS_io_submit,
+	/* Its flags lie behind a pointer: a thread may get a table of its own. */
+	SYS_clone3,
 	/* They pass a descriptor on, to a low number of its receiver's. */
 	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
 };
@@ -171,6 +174,10 @@ static struct sock_fprog build(struct prog *p)
 	emit_flagged(p, SYS_open_by_handle_at, 2, O_ACCMODE | O_TRUNC, 0);
 	emit_flagged(p, SYS_mprotect, 2, PROT_WRITE, 0);
 	emit_flagged(p, SYS_pkey_mprotect, 2, PROT_WRITE, 0);
+	/* A thread that gets a descriptor table of its own: its numbers are
+	 * no longer its process's (clone3: above). */
+	emit_flagged(p, SYS_unshare, 0, CLONE_FILES, 0);
+	emit_flagged(p, SYS_clone, 0, CLONE_THREAD, CLONE_FILES);
 	/* openat2: its flags are behind a pointer a filter cannot follow, and
 	 * an open for writing through it would get a low number, its writes
 	 * unseen. ENOSYS, as on a kernel before 5.6: programs fall back to

@@ -96,6 +96,7 @@ struct proc {
 	struct borrowed **fds; /* by number, at the base and above only */
 	int nfds;
 	int next; /* where to look for a free number to place a file (-1: the top) */
+	bool split; /* a thread of it has a descriptor table of its own: not followed */
 };
 
 static int listener;
@@ -972,6 +973,24 @@ static bool make(struct call *c, long *r)
 			close(mine);
 		return false;
 	}
+	case SYS_unshare: case SYS_clone: case SYS_clone3: {
+		/* A thread with a descriptor table of its own (the filter's
+		 * unshare and clone; any clone3): a number borrowed from the
+		 * process (pidfd_getfd) may be another file than the one the
+		 * caller means, so nothing of the process is made here from now
+		 * on, and nothing followed. */
+		uint64_t flags = a[0];
+		if (nr == SYS_clone3 && (a[1] < sizeof(flags) || peek(c, &flags, a[0], sizeof(flags)) != 0))
+			return false; /* the kernel fails it */
+		if (nr == SYS_unshare || ((flags & CLONE_THREAD) && !(flags & CLONE_FILES))) {
+			pthread_mutex_lock(&lock);
+			if (c->p->tgid == c->tgid)
+				c->p->split = true;
+			pthread_mutex_unlock(&lock);
+			not_followed(c, "a thread with a descriptor table of its own");
+		}
+		return false;
+	}
 	case SYS_io_submit: {
 		/* The kernel's AIO (io_submit(ctx, n, iocbs)): writes the
 		 * supervisor would not see. A control block that writes a
@@ -1070,13 +1089,15 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	bool made = false;
 	pthread_mutex_lock(&lock);
 	c.p = proc_of(c.pid, &c.tgid);
-	const char *why = !c.tgid ? "its /proc entry cannot be read" : nprocs >= max_procs ?
-			  "the supervisor's table of processes is full" : strerror(errno);
+	const char *why = c.p ? "a thread with a descriptor table of its own"
+			  : !c.tgid ? "its /proc entry cannot be read"
+			  : nprocs >= max_procs ? "the supervisor's table of processes is full" : strerror(errno);
+	bool followed = c.p && !c.p->split;
 	pthread_mutex_unlock(&lock);
 	/* The thread is still the caller (not a later one with its number). */
 	if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) != 0)
 		; /* gone: its call with it */
-	else if (c.p)
+	else if (followed)
 		made = make(&c, &r);
 	else
 		not_followed(&c, why);

@@ -32,6 +32,10 @@ void tdax_go_blind(void);
 struct iocb;
 void tdax_aio_submitting(long n, struct iocb *const *iocbs);
 
+/* A clone about to be made with these flags: one that shares memory and
+ * not descriptors makes the process blind (tdax_go_blind). */
+void tdax_tables_split(unsigned long flags);
+
 /* openat2(2) made through syscall(2): the open hooks' work (interpose.c). */
 struct open_how;
 int tdax_openat2(int dirfd, const char *path, const struct open_how *how, size_t size);

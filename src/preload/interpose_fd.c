@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <aio.h>
+#include <sched.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -541,6 +542,43 @@ EXPORT int io_uring_queue_init_mem(unsigned entries, struct io_uring *ring, stru
 {
 	tdax_go_blind();
 	return REAL(io_uring_queue_init_mem)(entries, ring, p, buf, size);
+}
+
+/*
+ * A descriptor table a thread does not share: after unshare(CLONE_FILES),
+ * or in a clone(2) child with CLONE_VM and without CLONE_FILES, the same
+ * number may name different files in different threads of one memory,
+ * and tdax keeps one table per memory -- a write would be logged for
+ * another file, a sync answered for it. So the process goes blind first,
+ * as for an io_uring (tdax's own write-back thread unshares its table
+ * with a raw call: fdtable.c). syscall(2)'s unshare, clone and clone3 come
+ * here too (interpose_syscall.c).
+ */
+void tdax_tables_split(unsigned long flags)
+{
+	if ((flags & CLONE_VM) && !(flags & CLONE_FILES))
+		tdax_go_blind();
+}
+
+EXPORT int unshare(int flags)
+{
+	if (flags & CLONE_FILES)
+		tdax_go_blind();
+	return REAL(unshare)(flags);
+}
+
+EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	/* The optional three, read whether passed or not (as libc's clone
+	 * does: it reads the registers and the stack slot either way). */
+	va_list ap;
+	va_start(ap, arg);
+	pid_t *ptid = va_arg(ap, pid_t *);
+	void *tls = va_arg(ap, void *);
+	pid_t *ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	tdax_tables_split((unsigned long)(unsigned)flags);
+	return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 }
 
 /*

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -136,6 +138,23 @@ EXPORT long syscall(long nr, ...)
 		if ((unsigned)b == FICLONE || (unsigned)b == FICLONERANGE)
 			return ioctl((int)a, (unsigned long)b, (void *)c);
 		break;
+	case SYS_unshare:
+		if (a & CLONE_FILES)
+			tdax_go_blind();
+		return tdax_syscall(nr, a, b, c, d, e, f);
+	case SYS_clone:
+		tdax_tables_split((unsigned long)a);
+		return tdax_syscall(nr, a, b, c, d, e, f);
+	case SYS_clone3: {
+		/* Its flags are the first field of its clone_args (one the
+		 * kernel cannot read fails there). */
+		uint64_t flags;
+		struct iovec mine = { &flags, sizeof(flags) }, theirs = { (void *)a, sizeof(flags) };
+		if (b >= (long)sizeof(flags) &&
+		    tdax_syscall(SYS_process_vm_readv, getpid(), &mine, 1, &theirs, 1, 0) == sizeof(flags))
+			tdax_tables_split(flags);
+		return tdax_syscall(nr, a, b, c, d, e, f);
+	}
 	case SYS_io_submit:
 		tdax_aio_submitting(b, (struct iocb *const *)c);
 		return tdax_syscall(nr, a, b, c, d, e, f);
