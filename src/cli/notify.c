@@ -568,10 +568,29 @@ static long gather(const struct call *c, uint64_t addr, size_t *len, int iovcnt,
 	char *buf = buffer(total ? total : 1);
 	if (!buf)
 		return -ENOMEM;
+	/* The kernel copies a write's bytes until one cannot be read and
+	 * writes those (EFAULT if none): process_vm_readv stops at the first
+	 * element it cannot read whole, which is then read a page at a time. */
 	struct iovec local = { buf, total };
-	if (total && process_vm_readv(c->pid, &local, 1, remote, (unsigned long)n, 0) != (ssize_t)total)
+	ssize_t got = total ? process_vm_readv(c->pid, &local, 1, remote, (unsigned long)n, 0) : 0;
+	size_t have = got > 0 ? (size_t)got : 0;
+	if (have < total) {
+		int k = 0;
+		for (size_t at = 0; at + remote[k].iov_len <= have; k++)
+			at += remote[k].iov_len;
+		uint64_t from = (uint64_t)(uintptr_t)remote[k].iov_base, end = from + remote[k].iov_len;
+		while (from < end) {
+			size_t page = (size_t)(4096 - (from & 4095));
+			size_t chunk = end - from < page ? (size_t)(end - from) : page;
+			if (peek(c, buf + have, from, chunk) != 0)
+				break;
+			have += chunk;
+			from += chunk;
+		}
+	}
+	if (total && !have)
 		return -EFAULT;
-	*len = total;
+	*len = have;
 	*out = buf;
 	return 0;
 }

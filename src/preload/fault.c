@@ -7,6 +7,7 @@
 #include "preload/state.h"
 #include "preload/watch.h"
 
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,12 +26,27 @@ static __thread sigjmp_buf *probing TDAX_TLS;
 
 enum access { READ, WRITE };
 
+/* What a probe touches: buffers (an iovec array), or a string. */
+struct target {
+	const struct iovec *iov;
+	int n;
+	enum access how;
+	size_t limit;
+	const char *string;
+};
+
 /* One access a page of each buffer, within its first `limit` bytes in all
- * (0: only the entries of the array); out of line, so that nothing of the
- * probe's frame lives across its sigsetjmp. */
-__attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum access how, size_t limit)
+ * (0: only the entries of the array); or each byte of a string up to its
+ * NUL (PATH_MAX at most: the kernel's limit for a path). Out of line, so
+ * that nothing of the probe's frame lives across its sigsetjmp. */
+__attribute__((noinline)) static void touch(const struct target *t)
 {
-	for (int i = 0; i < n; i++) {
+	const struct iovec *iov = t->iov;
+	enum access how = t->how;
+	size_t limit = t->limit;
+	for (size_t i = 0; t->string && i < PATH_MAX && ((const volatile char *)t->string)[i]; i++)
+		;
+	for (int i = 0; i < t->n; i++) {
 		struct iovec v = *(const volatile struct iovec *)&iov[i];
 		if (v.iov_len == 0 || limit == 0)
 			continue;
@@ -49,7 +65,7 @@ __attribute__((noinline)) static void touch(const struct iovec *iov, int n, enum
 	}
 }
 
-static bool probe(const struct iovec *iov, int n, enum access how, size_t limit)
+static bool probe(const struct target *t)
 {
 	if (!atomic_load_explicit(&installed, memory_order_relaxed))
 		return true; /* not attached: nothing of tdax reads the caller's memory */
@@ -61,24 +77,29 @@ static bool probe(const struct iovec *iov, int n, enum access how, size_t limit)
 		return false;
 	}
 	probing = &back;
-	touch(iov, n, how, limit);
+	touch(t);
 	probing = outer;
 	return true;
 }
 
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n)
 {
-	return probe(iov, n, READ, 0);
+	return probe(&(struct target){ .iov = iov, .n = n, .how = READ, .limit = 0 });
 }
 
 bool tdax_fault_readable(const struct iovec *iov, int n)
 {
-	return probe(iov, n, READ, SIZE_MAX);
+	return probe(&(struct target){ .iov = iov, .n = n, .how = READ, .limit = SIZE_MAX });
 }
 
 bool tdax_fault_writable(const struct iovec *iov, int n, size_t len)
 {
-	return probe(iov, n, WRITE, len);
+	return probe(&(struct target){ .iov = iov, .n = n, .how = WRITE, .limit = len });
+}
+
+bool tdax_fault_path_readable(const char *path)
+{
+	return path && probe(&(struct target){ .string = path });
 }
 
 /* As if tdax had no handler: the one before it runs; with none, the

@@ -2,7 +2,8 @@
  * fault -- the synchronous fault signals in tdax's own accesses. The
  * kernel answers a call whose buffers, or whose iovec array, are not the
  * caller's memory with EFAULT; where tdax itself reads them before the
- * kernel does (an iovec array, the bytes of a promoted file's write) or
+ * kernel does (an iovec array, the bytes of a promoted file's write, a
+ * path it looks at) or
  * writes them (a read served from the block cache), the same mistake
  * would be a SIGSEGV in the application. So tdax looks first, one access a
  * page under a handler that turns its fault into "no", and then leaves the
@@ -23,6 +24,9 @@ void tdax_fault_start(void);
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n);
 /* Can the array and every buffer it names be read? */
 bool tdax_fault_readable(const struct iovec *iov, int n);
+/* Can the path (a string up to its NUL, PATH_MAX bytes at most) be read?
+ * (NULL cannot.) */
+bool tdax_fault_path_readable(const char *path);
 /* Can the array be read and the first len bytes of the buffers it names
  * be written? The probe writes back the byte it read, one a page, only
  * where the caller is about to write: a read's len, not what it asked. */

@@ -584,9 +584,16 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 
 /* ---- names (names.h) ------------------------------------------------- */
 
+/* A rename tdax follows: attached, and both paths readable (one that is
+ * not goes to the kernel, which says EFAULT, as it would without tdax). */
+static bool follows_rename(const char *oldpath, const char *newpath)
+{
+	return tdax_on_attached() && tdax_fault_path_readable(oldpath) && tdax_fault_path_readable(newpath);
+}
+
 EXPORT int rename(const char *oldpath, const char *newpath)
 {
-	if (!tdax_on_attached())
+	if (!follows_rename(oldpath, newpath))
 		return TDAX_REAL(rename)(oldpath, newpath);
 	tdax_promoted_settle_at(AT_FDCWD, oldpath, AT_SYMLINK_NOFOLLOW);
 	tdax_promoted_settle_at(AT_FDCWD, newpath, AT_SYMLINK_NOFOLLOW);
@@ -595,7 +602,7 @@ EXPORT int rename(const char *oldpath, const char *newpath)
 
 EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
 {
-	if (!tdax_on_attached())
+	if (!follows_rename(oldpath, newpath))
 		return TDAX_REAL(renameat)(olddir, oldpath, newdir, newpath);
 	tdax_promoted_settle_at(olddir, oldpath, AT_SYMLINK_NOFOLLOW);
 	tdax_promoted_settle_at(newdir, newpath, AT_SYMLINK_NOFOLLOW);
@@ -605,7 +612,7 @@ EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *new
 EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned flags)
 {
-	if (!tdax_on_attached())
+	if (!follows_rename(oldpath, newpath))
 		return TDAX_REAL(renameat2)(olddir, oldpath, newdir, newpath, flags);
 	tdax_promoted_settle_at(olddir, oldpath, AT_SYMLINK_NOFOLLOW);
 	tdax_promoted_settle_at(newdir, newpath, AT_SYMLINK_NOFOLLOW);

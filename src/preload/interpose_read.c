@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload/fault.h"
 #include "preload/promoted.h"
 #include "preload/interpose.h"
 #include "preload/selection.h"
@@ -157,9 +158,11 @@ EXPORT int fstat64(int fd, struct stat64 *st)
  * avoid. The stat64 calls are the stat calls (64-bit Linux). */
 static void settle_at(int dirfd, const char *path, int flags)
 {
-	if (path && !*path && (flags & AT_EMPTY_PATH))
+	if (!atomic_load_explicit(&tdax_fds_promoted, memory_order_relaxed) || !tdax_fault_path_readable(path))
+		return; /* nothing to settle, or a path the kernel fails with EFAULT */
+	if (!*path && (flags & AT_EMPTY_PATH))
 		tdax_promoted_settle_fd(dirfd);
-	else if (path)
+	else
 		tdax_promoted_settle_at(dirfd, path, flags);
 }
 
