@@ -80,6 +80,8 @@ struct prog {
 
 static void emit(struct prog *p, unsigned short code, unsigned k, int jt, int jf)
 {
+	if (p->n >= sizeof(p->f) / sizeof(p->f[0]))
+		abort(); /* a filter longer than its table: a build-time mistake */
 	p->f[p->n] = (struct sock_filter){ code, 0, 0, k };
 	p->jt[p->n] = jt;
 	p->jf[p->n] = jf;
@@ -149,11 +151,12 @@ static struct sock_fprog build(struct prog *p)
 	emit_placed(p, SYS_splice, 2, -1);
 	emit_placed(p, SYS_dup2, 0, 1); /* from a placed one, or over one */
 	emit_placed(p, SYS_dup3, 0, 1);
-	/* fcntl(placed, F_DUPFD or F_DUPFD_CLOEXEC, ...) */
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_fcntl, NEXT, 5);
+	/* fcntl(placed, F_DUPFD, F_DUPFD_CLOEXEC or F_SETFL, ...) */
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_fcntl, NEXT, 6);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 1, NEXT);
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, NEXT, ALLOW);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 2, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, 1, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, NEXT, ALLOW);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
 	/* ioctl(placed, FICLONE or FICLONERANGE, ...): a clone of blocks into

@@ -937,7 +937,17 @@ static bool make(struct call *c, long *r)
 		*r = install(c, mine, nr == SYS_dup3 && (a[2] & O_CLOEXEC) ? O_CLOEXEC : 0, to);
 		return true;
 	}
-	case SYS_dup: case SYS_fcntl:
+	case SYS_fcntl:
+		if ((int)a[1] == F_SETFL) {
+			/* The open file's flags (O_APPEND: where a pwrite lands),
+			 * set here so that the hooks take them up. */
+			if (!(b = take(c, 0, (int)a[0])))
+				return errno != EBADF ? false : (*r = -EBADF, true);
+			*r = result(fcntl(b->fd, F_SETFL, (int)a[2]));
+			return true;
+		}
+		__attribute__((fallthrough)); /* F_DUPFD, F_DUPFD_CLOEXEC */
+	case SYS_dup:
 		/* A duplicate at the lowest free number (or F_DUPFD's), below
 		 * the base: writes through it are unseen. */
 		if ((b = take(c, 0, (int)a[0])) && b->file)

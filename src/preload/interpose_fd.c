@@ -158,6 +158,19 @@ static bool fcntl_noted(int cmd)
 	return false;
 }
 
+/* fd's entry takes its open file's flags (O_APPEND, O_DIRECT) again. */
+static void flags_again(int fd)
+{
+	int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
+	struct tdax_fd *m = &tdax_fds[fd];
+	if (fl < 0)
+		return;
+	m->flags = (uint16_t)(m->flags & ~(TDAX_FD_APPEND | TDAX_FD_NOLOG)) | ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) |
+		   ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
+	if (m->twin_plus1) /* the twin writes as the descriptor would */
+		TDAX_REAL(fcntl)(tdax_twin_fd(m->twin_plus1), F_SETFL, fl & (O_APPEND | O_DIRECT | O_NOATIME));
+}
+
 static int do_fcntl(int fd, int cmd, void *arg)
 {
 	if (tdax_ownfd_is(fd)) {
@@ -180,15 +193,10 @@ static int do_fcntl(int fd, int cmd, void *arg)
 		tdax_manage_dup(fd, r);
 		break;
 	case F_SETFL:
-		if (e) {
-			int fl = TDAX_REAL(fcntl)(fd, F_GETFL);
-			struct tdax_fd *m = &tdax_fds[fd];
-			m->flags = (uint16_t)(m->flags & ~(TDAX_FD_APPEND | TDAX_FD_NOLOG)) |
-				   ((fl & O_APPEND) ? TDAX_FD_APPEND : 0) | ((fl & O_DIRECT) ? TDAX_FD_NOLOG : 0);
-			if (m->twin_plus1) /* the twin writes as the descriptor would */
-				TDAX_REAL(fcntl)(tdax_twin_fd(m->twin_plus1), F_SETFL,
-						fl & (O_APPEND | O_DIRECT | O_NOATIME));
-		}
+		/* The flags are the open file's: every descriptor of the file
+		 * here may share it (a dup, or a supervisor's borrowed ones). */
+		for (int n = e ? tdax_fd_naming(e->dev, e->ino, 0) : -1; n >= 0; n = tdax_fd_naming(e->dev, e->ino, n + 1))
+			flags_again(n);
 		break;
 	}
 	errno = err;
