@@ -522,15 +522,18 @@ static long peek_path(const struct call *c, uint64_t addr, char out[PATH_MAX])
 	return -ENAMETOOLONG;
 }
 
-/* A per-thread buffer of len bytes (grown, never shrunk). */
+/* A per-thread buffer of len bytes (grown, never shrunk; its bytes not
+ * kept), page-aligned: a write of an O_DIRECT file is made from it, which
+ * the kernel refuses from memory less aligned than its blocks. */
 static char *buffer(size_t len)
 {
 	static __thread char *buf;
 	static __thread size_t cap;
 	if (len > cap) {
-		char *b = realloc(buf, len);
-		if (!b)
+		void *b;
+		if (posix_memalign(&b, 4096, len) != 0)
 			return NULL;
+		free(buf);
 		buf = b;
 		cap = len;
 	}

@@ -165,6 +165,31 @@ int main(int argc, char **argv) {
 """
 
 
+# O_DIRECT: four aligned 4 KiB blocks, each written by pwrite and synced.
+DIRECT = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+int main(int argc, char **argv) {
+	void *buf;
+	int fd = open(argv[1], O_RDWR | O_CREAT | O_DIRECT, 0644);
+	must(fd >= 0 && posix_memalign(&buf, 4096, 4096) == 0, "open");
+	for (int i = 0; i < 4; i++) {
+		memset(buf, 'a' + i, 4096);
+		must(pwrite(fd, buf, 4096, i * 4096) == 4096 && fdatasync(fd) == 0, "block");
+	}
+	printf("acked\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -351,6 +376,24 @@ def test_writes_the_filter_does_not_see_make_the_sync_real(dev, voldisk, holes_p
     said = p.stderr.read()
     assert ("cannot follow process" in said) == (how == "fork-unfollowed"), said
     assert f.read_bytes() == b"A" * 128 + b"B" * 128, how
+
+
+def test_an_o_direct_writer_under_the_filter_writes_as_without_tdax(dev, voldisk, tmp_path_factory):
+    """The supervisor makes a trapped write from its own copy of the
+    caller's bytes: for an O_DIRECT file that copy must be as aligned as
+    the kernel wants (it was not, until 2026-11-27: EINVAL, where the
+    write succeeds without tdax). Killed after the syncs, power cut: every
+    block is there."""
+    f = voldisk.mnt / "f"
+    prog = build_static(tmp_path_factory, "direct", DIRECT)
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", "syscall", "--",
+                          str(prog), str(f)],
+                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line == "acked\n", line
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == b"".join(bytes([ord("a") + i]) * 4096 for i in range(4))
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
