@@ -37,6 +37,7 @@
 #include <linux/aio_abi.h>
 #include <linux/capability.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -507,7 +508,44 @@ static long poke(const struct call *c, const void *buf, uint64_t addr, size_t le
 	return process_vm_writev(c->pid, &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
 }
 
-/* A NUL-terminated path of the caller's (PATH_MAX at most): 0 or -errno. */
+/* If path starts with the name prefix (a whole component), what follows
+ * it; else NULL. */
+static const char *after(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	return !strncmp(path, prefix, n) && (path[n] == '\0' || path[n] == '/') ? path + n : NULL;
+}
+
+/*
+ * The path as the caller means it. Names that mean "this process" to the
+ * kernel -- /proc/self, /proc/thread-self, /dev/fd, /dev/stdin, /dev/stdout,
+ * /dev/stderr -- would mean the supervisor here (its own descriptor 1 for
+ * the caller's /dev/stdout: a write, or a truncate by name, of the wrong
+ * file), so they are spelled with the caller's numbers. Another way to
+ * such a name (a symbolic link to it, an odd spelling) is caught where the
+ * supervisor opens (open_for). 0, or -ENAMETOOLONG.
+ */
+static long their_path(const struct call *c, char path[PATH_MAX])
+{
+	static const char *const std[] = { "/dev/stdin", "/dev/stdout", "/dev/stderr" };
+	char was[PATH_MAX];
+	const char *rest;
+	int n = -1;
+	memcpy(was, path, strlen(path) + 1);
+	if ((rest = after(was, "/proc/self")))
+		n = snprintf(path, PATH_MAX, "/proc/%d%s", (int)c->tgid, rest);
+	else if ((rest = after(was, "/proc/thread-self")))
+		n = snprintf(path, PATH_MAX, "/proc/%d/task/%d%s", (int)c->tgid, (int)c->pid, rest);
+	else if ((rest = after(was, "/dev/fd")))
+		n = snprintf(path, PATH_MAX, "/proc/%d/fd%s", (int)c->tgid, rest);
+	for (int i = 0; i < 3 && n < 0; i++)
+		if ((rest = after(was, std[i])))
+			n = snprintf(path, PATH_MAX, "/proc/%d/fd/%d%s", (int)c->tgid, i, rest);
+	return n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* A NUL-terminated path of the caller's (PATH_MAX at most), as the caller
+ * means it (their_path): 0 or -errno. */
 static long peek_path(const struct call *c, uint64_t addr, char out[PATH_MAX])
 {
 	size_t got = 0;
@@ -516,7 +554,7 @@ static long peek_path(const struct call *c, uint64_t addr, char out[PATH_MAX])
 		if (peek(c, out + got, addr + got, want) != 0)
 			return -EFAULT;
 		if (memchr(out + got, '\0', want))
-			return 0;
+			return their_path(c, out);
 		got += want;
 	}
 	return -ENAMETOOLONG;
@@ -712,19 +750,37 @@ static long install(struct call *c, int mine, unsigned flags, int at)
 
 /* An open for writing, creating or truncating: made here (through the
  * hooks), installed in the caller. The number, or -errno. */
-static long open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mode_t mode)
+static bool open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mode_t mode, long *r)
 {
 	char path[PATH_MAX];
-	long r = peek_path(c, path_at, path);
-	if (r != 0)
-		return r;
+	if ((*r = peek_path(c, path_at, path)) != 0)
+		return true;
 	int dir = their_dir(c, 0, dirfd, path);
 	if (dir == -1)
-		return -errno;
-	int fd = openat(dir, path, flags | O_CLOEXEC, mode);
+		return (*r = -errno), true;
+	/* Through a magic link (a /proc/PID/fd/N, cwd or root) only where the
+	 * path names a process by its number (the caller's own, their_path):
+	 * another way there -- a symbolic link to /dev/stdout, /proc//self --
+	 * would reach the supervisor's.
+	 * Such an open goes to the kernel, where it reaches the caller's, and
+	 * nothing is followed from then on; a path that fails so for another
+	 * reason (a loop) fails there the same. */
+	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+				.resolve = strncmp(path, "/proc/", 6) || path[6] < '0' || path[6] > '9'
+					   ? RESOLVE_NO_MAGICLINKS : 0 };
+	int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));
+	if (fd < 0 && errno == ELOOP && how.resolve) {
+		int there = openat(dir, path, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
+		if (there >= 0) {
+			close(there);
+			not_followed(c, "an open through a magic link");
+		}
+		return false;
+	}
 	if (fd < 0)
-		return -errno;
-	return install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
+		return (*r = -errno), true;
+	*r = install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
+	return true;
 }
 
 /* The caller passes its descriptor fd on: the receiver gets it at a low
@@ -919,8 +975,7 @@ static bool make(struct call *c, long *r)
 		uint64_t at = nr == SYS_openat ? a[1] : a[0];
 		int flags = nr == SYS_creat ? O_CREAT | O_WRONLY | O_TRUNC : (int)(nr == SYS_openat ? a[2] : a[1]);
 		mode_t mode = (mode_t)(nr == SYS_openat ? a[3] : a[nr == SYS_creat ? 1 : 2]);
-		*r = open_for(c, dirfd, at, flags, mode);
-		return true;
+		return open_for(c, dirfd, at, flags, mode, r);
 	}
 	case SYS_dup2: case SYS_dup3: {
 		int from = (int)a[0], to = (int)a[1];

@@ -190,6 +190,31 @@ int main(int argc, char **argv) {
 """
 
 
+# Names of the process itself: argv[1] becomes stdout, then each name of
+# it is opened for writing (append) and written to; argv[2] is a symbolic
+# link to /dev/stdout, opened last.
+SELF = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || dup2(fd, 1) != 1)
+		return 1;
+	char self[64], devfd[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	snprintf(devfd, sizeof(devfd), "/dev/fd/%d", fd);
+	const char *names[] = { self, devfd, "/dev/stdout", "/proc/thread-self/fd/1", "/proc//self/fd/1", argv[2] };
+	for (int i = 0; i < 6; i++) {
+		int n = open(names[i], O_WRONLY | O_APPEND);
+		if (n < 0 || dprintf(n, "%s\n", names[i]) < 0 || fsync(n) != 0)
+			return 2 + i;
+	}
+	return 0;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -394,6 +419,26 @@ def test_an_o_direct_writer_under_the_filter_writes_as_without_tdax(dev, voldisk
     assert line == "acked\n", line
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == b"".join(bytes([ord("a") + i]) * 4096 for i in range(4))
+
+
+def test_a_name_of_the_process_itself_is_the_callers_under_the_filter(dev, diskdir, tmp_path_factory):
+    """/proc/self, /proc/thread-self, /dev/fd and /dev/stdout mean the
+    opening process to the kernel: opened by the supervisor they meant the
+    supervisor (until 2026-11-27 a write to /dev/stdout went to its
+    stdout, not the command's file). Spelled with the caller's numbers
+    now; another way there (a symbolic link to /dev/stdout, /proc//self)
+    goes to the kernel, and the supervisor says it follows no more."""
+    f, link = diskdir / "out", diskdir / "link"
+    link.symlink_to("/dev/stdout")
+    prog = build_static(tmp_path_factory, "self", SELF)
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, f, link,
+            env={**TDAX_ENV, "TDAX_QUIET": "0"})
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert p.stdout == "", p.stdout  # nothing went to the supervisor's stdout
+    lines = f.read_text().splitlines()
+    assert lines[2:] == ["/dev/stdout", "/proc/thread-self/fd/1", "/proc//self/fd/1", str(link)], lines
+    assert lines[0].startswith("/proc/self/fd/") and lines[1].startswith("/dev/fd/"), lines
+    assert "an open through a magic link" in p.stderr, p.stderr
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
