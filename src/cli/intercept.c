@@ -59,6 +59,8 @@ static const int always[] = {
 	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup, SYS_io_submit,
 	/* Its flags lie behind a pointer: a thread may get a table of its own. */
 	SYS_clone3,
+	/* A root or mount namespace of its own: paths name other files. */
+	SYS_chroot, SYS_pivot_root, SYS_setns,
 	/* They pass a descriptor on, to a low number of its receiver's. */
 	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
 };
@@ -178,8 +180,9 @@ static struct sock_fprog build(struct prog *p)
 	emit_flagged(p, SYS_mprotect, 2, PROT_WRITE, 0);
 	emit_flagged(p, SYS_pkey_mprotect, 2, PROT_WRITE, 0);
 	/* A thread that gets a descriptor table of its own: its numbers are
-	 * no longer its process's (clone3: above). */
-	emit_flagged(p, SYS_unshare, 0, CLONE_FILES, 0);
+	 * no longer its process's (clone3: above); a mount namespace of its
+	 * own: its paths name other files. */
+	emit_flagged(p, SYS_unshare, 0, CLONE_FILES | CLONE_NEWNS, 0);
 	emit_flagged(p, SYS_clone, 0, CLONE_THREAD, CLONE_FILES);
 	/* openat2: its flags are behind a pointer a filter cannot follow, and
 	 * an open for writing through it would get a low number, its writes

@@ -97,7 +97,10 @@ struct proc {
 	struct borrowed **fds; /* by number, at the base and above only */
 	int nfds;
 	int next; /* where to look for a free number to place a file (-1: the top) */
-	bool split; /* a thread of it has a descriptor table of its own: not followed */
+	/* Why the supervisor cannot make its calls (NULL: it can): a thread
+	 * with a descriptor table of its own, a root or mount namespace of its
+	 * own (its paths name other files). */
+	const char *split;
 };
 
 static int listener;
@@ -316,6 +319,38 @@ static void unseen_below_base(pid_t tgid, int pidfd)
 		closedir(d);
 }
 
+/* The supervisor's root and mount namespace (cmd_serve_syscalls). */
+static struct {
+	uint64_t mnt_id, ino, ns;
+} my_root;
+
+/* Where path (a root, or a /proc/PID/root) leads: its mount and inode, and
+ * the mount namespace of that process; 0 or -1. */
+static int root_of(const char *root, const char *ns, uint64_t *mnt_id, uint64_t *ino, uint64_t *ns_ino)
+{
+	struct statx sx;
+	struct stat st;
+	if (statx(AT_FDCWD, root, 0, STATX_INO | STATX_MNT_ID, &sx) != 0 || !(sx.stx_mask & STATX_MNT_ID) ||
+	    stat(ns, &st) != 0)
+		return -1;
+	*mnt_id = sx.stx_mnt_id;
+	*ino = sx.stx_ino;
+	*ns_ino = st.st_ino;
+	return 0;
+}
+
+/* Does process tgid resolve paths as the supervisor does (its root and
+ * mount namespace)? In doubt, no. */
+static bool same_root(pid_t tgid)
+{
+	char root[64], ns[64];
+	uint64_t mnt_id, ino, ns_ino;
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)tgid);
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)tgid);
+	return root_of(root, ns, &mnt_id, &ino, &ns_ino) == 0 && mnt_id == my_root.mnt_id && ino == my_root.ino &&
+	       ns_ino == my_root.ns;
+}
+
 /* The live process with thread group tgid, or a free slot, made if
  * there is room (under lock). */
 static struct proc *find_proc(pid_t tgid, struct proc **free_slot)
@@ -371,6 +406,8 @@ static struct proc *proc_of(pid_t tid, pid_t *tgid)
 	if (pidfd < 0)
 		return NULL;
 	*free_slot = (struct proc){ .tgid = *tgid, .pidfd = pidfd, .next = -1 };
+	if (!same_root(*tgid))
+		free_slot->split = "a root or mount namespace of its own";
 	unseen_below_base(*tgid, pidfd);
 	return free_slot;
 }
@@ -826,6 +863,17 @@ static long passed_in(struct call *c, uint64_t msg_at)
 	return 0;
 }
 
+/* Nothing of the caller's process is made here from now on (why: its
+ * split), and nothing followed (not_followed). */
+static void split(struct call *c, const char *why)
+{
+	pthread_mutex_lock(&lock);
+	if (c->p->tgid == c->tgid)
+		c->p->split = why;
+	pthread_mutex_unlock(&lock);
+	not_followed(c, why);
+}
+
 /* Make the call: its result or -errno into *r; false to let the kernel
  * make it instead. */
 static bool make(struct call *c, long *r)
@@ -1064,20 +1112,23 @@ static bool make(struct call *c, long *r)
 		/* A thread with a descriptor table of its own (the filter's
 		 * unshare and clone; any clone3): a number borrowed from the
 		 * process (pidfd_getfd) may be another file than the one the
-		 * caller means, so nothing of the process is made here from now
-		 * on, and nothing followed. */
+		 * caller means. A mount namespace of its own (unshare): a path
+		 * may be another file. (A clone into a new namespace makes a
+		 * process, seen so at its first call: proc_of.) */
 		uint64_t flags = a[0];
 		if (nr == SYS_clone3 && (a[1] < sizeof(flags) || peek(c, &flags, a[0], sizeof(flags)) != 0))
 			return false; /* the kernel fails it */
-		if (nr == SYS_unshare || ((flags & CLONE_THREAD) && !(flags & CLONE_FILES))) {
-			pthread_mutex_lock(&lock);
-			if (c->p->tgid == c->tgid)
-				c->p->split = true;
-			pthread_mutex_unlock(&lock);
-			not_followed(c, "a thread with a descriptor table of its own");
-		}
+		if (nr == SYS_unshare && (flags & CLONE_NEWNS))
+			split(c, "a root or mount namespace of its own");
+		else if (nr == SYS_unshare || ((flags & CLONE_THREAD) && !(flags & CLONE_FILES)))
+			split(c, "a thread with a descriptor table of its own");
 		return false;
 	}
+	case SYS_chroot: case SYS_pivot_root: case SYS_setns:
+		/* (setns: into a mount namespace, or one of a kind not said) */
+		if (nr != SYS_setns || !a[1] || (a[1] & CLONE_NEWNS))
+			split(c, "a root or mount namespace of its own");
+		return false;
 	case SYS_io_submit: {
 		/* The kernel's AIO (io_submit(ctx, n, iocbs)): writes the
 		 * supervisor would not see. A control block that writes a
@@ -1176,7 +1227,7 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	bool made = false;
 	pthread_mutex_lock(&lock);
 	c.p = proc_of(c.pid, &c.tgid);
-	const char *why = c.p ? "a thread with a descriptor table of its own"
+	const char *why = c.p ? c.p->split
 			  : !c.tgid ? "its /proc entry cannot be read"
 			  : nprocs >= max_procs ? "the supervisor's table of processes is full" : strerror(errno);
 	bool followed = c.p && !c.p->split;
@@ -1250,6 +1301,8 @@ int cmd_serve_syscalls(int argc, char **argv)
 	const char *cap = TDAX_TEST_ENV("SUPERVISOR_PROCS"); /* test aid: a table this small */
 	if (cap && atoi(cap) > 0 && atoi(cap) < MAX_PROCS)
 		max_procs = atoi(cap);
+	/* (If it cannot be known, no process is taken to share it: none served.) */
+	root_of("/", "/proc/self/ns/mnt", &my_root.mnt_id, &my_root.ino, &my_root.ns);
 	my_uid = getuid();
 	my_gid = getgid();
 	pthread_attr_t attr;

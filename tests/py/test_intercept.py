@@ -215,6 +215,39 @@ int main(int argc, char **argv) {
 """
 
 
+# A root or mount namespace of its own: argv[1] how (chroot, mount-ns),
+# argv[2] a directory on the disk. mount-ns: a tmpfs over the directory,
+# in a namespace of its own, then its "f" written; chroot: the directory
+# made the root, then "/f" written. Either way the disk's dir/f is not the
+# file the program writes (mount-ns) or is (chroot).
+ROOTS = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	char f[4096];
+	snprintf(f, sizeof(f), "%s/f", argv[2]);
+	if (!strcmp(argv[1], "mount-ns")) {
+		if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+		    mount("tmpfs", argv[2], "tmpfs", 0, NULL) != 0)
+			return 1;
+	} else {
+		if (chroot(argv[2]) != 0 || chdir("/") != 0)
+			return 1;
+		strcpy(f, "/f");
+	}
+	int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, "mine", 4) != 4 || fsync(fd) != 0 || close(fd) != 0)
+		return 2;
+	return 0;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -439,6 +472,31 @@ def test_a_name_of_the_process_itself_is_the_callers_under_the_filter(dev, diskd
     assert lines[2:] == ["/dev/stdout", "/proc/thread-self/fd/1", "/proc//self/fd/1", str(link)], lines
     assert lines[0].startswith("/proc/self/fd/") and lines[1].startswith("/dev/fd/"), lines
     assert "an open through a magic link" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("how", ["mount-ns", "chroot"])
+def test_a_process_with_a_root_of_its_own_is_left_to_the_kernel(dev, diskdir, tmp_path_factory, how):
+    """A path names another file in a process with its own mount namespace
+    or root: the supervisor, which opens in its own, would write the wrong
+    file (until 2026-11-27 it wrote the disk's file under the program's
+    tmpfs, or created /f at the machine's root). Such a process -- seen so
+    at its first call, or by the unshare, chroot, pivot_root or setns that
+    makes it so -- is no longer served, and the supervisor says so."""
+    d = diskdir / "d"
+    d.mkdir()
+    (d / "f").write_text("disk")
+    assert not os.path.exists("/f"), "a file /f at the root: this test would not see one made"
+    prog = build_static(tmp_path_factory, "roots", ROOTS)
+    try:
+        p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, how, d,
+                env={**TDAX_ENV, "TDAX_QUIET": "0"})
+        assert not os.path.exists("/f"), "written at the supervisor's root"
+    finally:
+        if how == "chroot" and os.path.exists("/f"):
+            os.unlink("/f")
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert (d / "f").read_text() == ("disk" if how == "mount-ns" else "mine")
+    assert "of its own" in p.stderr, p.stderr
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
