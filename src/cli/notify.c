@@ -78,6 +78,12 @@
 
 enum { SERVERS = 2, MAX_PROCS = 32768, MAX_WRITE = 64 << 20 };
 
+/* The open flags the kernel's openat keeps (VALID_OPEN_FLAGS; O_LARGEFILE
+ * as the kernel spells it, which glibc's headers make 0 on x86-64). */
+#define OPENAT_FLAGS                                                                                   \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC | O_SYNC | \
+	 FASYNC | O_DIRECT | 0100000 | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_PATH | O_TMPFILE)
+
 /* A descriptor of the command's, borrowed: shared by the threads serving
  * it; closed when the last user lets go of one the command dropped. */
 struct borrowed {
@@ -796,13 +802,16 @@ static bool open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 	if (dir == -1)
 		return (*r = -errno), true;
 	/* Through a magic link (a /proc/PID/fd/N, cwd or root) only where the
-	 * path names a process by its number (the caller's own, their_path):
+	 * path names a process by its number (the caller's own: their_path):
 	 * another way there -- a symbolic link to /dev/stdout, /proc//self --
-	 * would reach the supervisor's.
-	 * Such an open goes to the kernel, where it reaches the caller's, and
-	 * nothing is followed from then on; a path that fails so for another
-	 * reason (a loop) fails there the same. */
-	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .mode = mode,
+	 * would reach the supervisor's. Such an open goes to the kernel, where
+	 * it reaches the caller's, and nothing is followed from then on; one
+	 * that fails so for another reason (a loop) fails there the same. The
+	 * flags and mode are openat's, as it passes them on (openat2 refuses
+	 * what openat drops: unknown flags, a mode without a creation). */
+	bool creates = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+	struct open_how how = { .flags = (uint64_t)(unsigned)((flags | O_CLOEXEC) & OPENAT_FLAGS),
+				.mode = creates ? mode & 07777 : 0,
 				.resolve = strncmp(path, "/proc/", 6) || path[6] < '0' || path[6] > '9'
 					   ? RESOLVE_NO_MAGICLINKS : 0 };
 	int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));

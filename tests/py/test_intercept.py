@@ -248,6 +248,19 @@ int main(int argc, char **argv) {
 """
 
 
+# An open as a raw caller (Go's runtime) may make it: a mode without
+# O_CREAT, and a flag bit the kernel does not know -- openat drops both.
+LOOSE = r"""
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, argv[1], O_WRONLY | 0x40000000, 0644);
+	return fd < 0 ? 1 : write(fd, "ok", 2) == 2 && fsync(fd) == 0 ? 0 : 2;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -497,6 +510,19 @@ def test_a_process_with_a_root_of_its_own_is_left_to_the_kernel(dev, diskdir, tm
     assert p.returncode == 0, (p.returncode, p.stderr)
     assert (d / "f").read_text() == ("disk" if how == "mount-ns" else "mine")
     assert "of its own" in p.stderr, p.stderr
+
+
+def test_an_open_with_what_openat_drops_succeeds_under_the_filter(dev, diskdir, tmp_path_factory):
+    """The supervisor opens with openat2 (to refuse magic links), which
+    refuses a mode without a creation and unknown flag bits; openat drops
+    them, so the supervisor passes them on as openat does."""
+    f = diskdir / "f"
+    f.write_bytes(b"")
+    prog = build_static(tmp_path_factory, "loose", LOOSE)
+    assert run(prog, f).returncode == 0
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, f, env=TDAX_ENV)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert f.read_bytes() == b"ok"
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
