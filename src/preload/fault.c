@@ -37,17 +37,21 @@ struct target {
 
 /* One access a page of each buffer, within its first `limit` bytes in all
  * (0: only the entries of the array); or each byte of a string up to its
- * NUL (PATH_MAX at most: the kernel's limit for a path). Out of line, so
+ * NUL, which must come within PATH_MAX bytes (the kernel's limit for a
+ * path: past it the kernel says ENAMETOOLONG, and tdax's own reads of the
+ * string could run into memory that is not the caller's). Out of line, so
  * that nothing of the probe's frame lives across its sigsetjmp. */
 __attribute__((noinline)) static void touch(const struct target *t)
 {
 	const struct iovec *iov = t->iov;
 	enum access how = t->how;
-	size_t limit = t->limit;
-	for (size_t i = 0; t->string && i < PATH_MAX && ((const volatile char *)t->string)[i]; i++)
-		;
-	for (int i = 0; i < t->n; i++) {
-		struct iovec v = *(const volatile struct iovec *)&iov[i];
+	size_t limit = t->limit, i = 0;
+	while (t->string && i < PATH_MAX && ((const volatile char *)t->string)[i])
+		i++;
+	if (t->string && i == PATH_MAX)
+		siglongjmp(*probing, 1);
+	for (int k = 0; k < t->n; k++) {
+		struct iovec v = *(const volatile struct iovec *)&iov[k];
 		if (v.iov_len == 0 || limit == 0)
 			continue;
 		size_t len = v.iov_len < limit ? v.iov_len : limit;

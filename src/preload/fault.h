@@ -24,8 +24,8 @@ void tdax_fault_start(void);
 bool tdax_fault_iovec_readable(const struct iovec *iov, int n);
 /* Can the array and every buffer it names be read? */
 bool tdax_fault_readable(const struct iovec *iov, int n);
-/* Can the path (a string up to its NUL, PATH_MAX bytes at most) be read?
- * (NULL cannot.) */
+/* Can the path be read, to a NUL within PATH_MAX bytes? (NULL cannot; one
+ * without such an end is the kernel's ENAMETOOLONG.) */
 bool tdax_fault_path_readable(const char *path);
 /* Can the array be read and the first len bytes of the buffers it names
  * be written? The probe writes back the byte it read, one a page, only

@@ -49,6 +49,9 @@ int main(int argc, char **argv) {
 	munmap(edge + 4096, 4096);
 	memset(edge, 'e', 4096);
 	edge += 4096 - 3;
+	char *endless = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	munmap(endless + 2 * 4096, 4096);
+	memset(endless, 'a', 2 * 4096);
 	aio_context_t ctx = 0;
 	syscall(SYS_io_setup, 8, &ctx);
 	TRY(open(bad, O_RDWR | O_CREAT | O_TRUNC, 0644));
@@ -58,6 +61,7 @@ int main(int argc, char **argv) {
 	TRY(fopen(bad, "w"));
 	TRY(rename(bad, other));
 	TRY(rename(file, bad));
+	TRY(rename(file, endless));         /* no NUL before a hole */
 	TRY(renameat2(AT_FDCWD, file, AT_FDCWD, bad, RENAME_NOREPLACE));
 	TRY(unlink(bad));
 	TRY(unlinkat(AT_FDCWD, bad, AT_REMOVEDIR));
