@@ -75,6 +75,9 @@
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
 
 enum { SERVERS = 2, MAX_PROCS = 32768, MAX_WRITE = 64 << 20 };
 
@@ -1069,6 +1072,11 @@ static bool make(struct call *c, long *r)
 			unseen(b->fd);
 		return false;
 	case SYS_close: case SYS_close_range: case SYS_execve: case SYS_execveat:
+		if (nr == SYS_close_range && (a[2] & CLOSE_RANGE_UNSHARE)) {
+			/* The caller's own copy of the table, the range closed there */
+			split(c, "a thread with a descriptor table of its own");
+			return false;
+		}
 		pthread_mutex_lock(&lock);
 		if (c->p->tgid != c->tgid)
 			; /* the caller was killed in its call: nothing of its to drop */

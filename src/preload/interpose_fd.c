@@ -65,6 +65,8 @@ EXPORT int close_range(unsigned first, unsigned last, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (flags & CLOSE_RANGE_UNSHARE)
+		tdax_go_blind(); /* a table of the caller's own: as unshare(CLONE_FILES) */
 	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
 		tdax_promoted_settle_range(first, last);
 		tdax_lease_drop_range(first, last);

@@ -1,5 +1,6 @@
-"""A thread with a descriptor table of its own (unshare(CLONE_FILES), or
-clone(2) with CLONE_VM and without CLONE_FILES): the same number now names
+"""A thread with a descriptor table of its own (unshare(CLONE_FILES),
+close_range with CLOSE_RANGE_UNSHARE, or clone(2) with CLONE_VM and
+without CLONE_FILES): the same number now names
 different files in different threads of one memory. tdax keeps one table
 per memory (libc hooks), the supervisor one per process (--intercept
 syscall): a write through the number would be logged for the wrong file,
@@ -18,11 +19,13 @@ import pytest
 from conftest import TDAX, TDAX_ENV, killed_and_cut, run
 
 # argv: how, X, Z. how: unshare (libc), unshare-syscall (syscall(2)),
+# close-range (close_range with CLOSE_RANGE_UNSHARE),
 # clone (libc's clone: CLONE_VM, a process of its own), thread (clone with
 # CLONE_VM and CLONE_THREAD, no CLONE_FILES).
 FDTABLES = r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -43,6 +46,8 @@ static int other(void *arg) {           /* its own table: X's number becomes Z's
 		must(unshare(CLONE_FILES) == 0, "unshare");
 	else if (!strcmp(how, "unshare-syscall"))
 		must(syscall(SYS_unshare, CLONE_FILES) == 0, "unshare");
+	else if (!strcmp(how, "close-range"))   /* a copy of the table, X's number closed in it */
+		must(close_range(x, x, CLOSE_RANGE_UNSHARE) == 0, "close_range");
 	int z = open(zpath, O_RDWR | O_CREAT, 0644);
 	must(z >= 0 && dup2(z, x) == x, "Z at X's number");
 	char zb[64];
@@ -96,9 +101,9 @@ def prog(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("how,intercept", [("unshare", "libc"), ("unshare-syscall", "libc"), ("clone", "libc"),
-                                           ("thread", "libc"), ("unshare", "syscall"), ("clone", "syscall"),
-                                           ("thread", "syscall")])
+@pytest.mark.parametrize("how,intercept", [("unshare", "libc"), ("unshare-syscall", "libc"), ("close-range", "libc"),
+                                           ("clone", "libc"), ("thread", "libc"), ("unshare", "syscall"),
+                                           ("close-range", "syscall"), ("clone", "syscall"), ("thread", "syscall")])
 def test_a_thread_with_a_table_of_its_own_makes_the_process_manage_nothing(dev, voldisk, prog, how, intercept):
     x, z = voldisk.mnt / "x", voldisk.mnt / "z"
     exe = prog / ("fdtables-static" if intercept == "syscall" else "fdtables")
