@@ -498,6 +498,7 @@ struct call {
 	uint64_t *a;       /* its arguments */
 	struct borrowed *held[2];
 	int dirs[2];       /* descriptors opened for this call, closed after */
+	bool unreadable;   /* its memory could not be read at all (moved) */
 };
 
 static void not_followed(struct call *c, const char *why);
@@ -542,16 +543,27 @@ static void give_back(struct call *c, int i)
 }
 
 /* Read len bytes of the caller's memory at addr into buf: 0 or -EFAULT. */
-static long peek(const struct call *c, void *buf, uint64_t addr, size_t len)
+/* A read or write of the caller's memory moved n bytes of len: 0, or
+ * -EFAULT. One the kernel refused outright (EPERM: a process made not
+ * dumpable, whose memory only a privileged supervisor may read) marks the
+ * call unreadable: serve leaves it, and the process, to the kernel. */
+static long moved(struct call *c, ssize_t n, size_t len)
 {
-	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
-	return process_vm_readv(c->pid, &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+	if (n < 0 && errno != EFAULT)
+		c->unreadable = true;
+	return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
-static long poke(const struct call *c, const void *buf, uint64_t addr, size_t len)
+static long peek(struct call *c, void *buf, uint64_t addr, size_t len)
+{
+	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
+	return moved(c, process_vm_readv(c->pid, &l, 1, &r, 1, 0), len);
+}
+
+static long poke(struct call *c, const void *buf, uint64_t addr, size_t len)
 {
 	struct iovec l = { (void *)buf, len }, r = { (void *)(uintptr_t)addr, len };
-	return process_vm_writev(c->pid, &l, 1, &r, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+	return moved(c, process_vm_writev(c->pid, &l, 1, &r, 1, 0), len);
 }
 
 /* If path starts with the name prefix (a whole component), what follows
@@ -592,7 +604,7 @@ static long their_path(const struct call *c, char path[PATH_MAX])
 
 /* A NUL-terminated path of the caller's (PATH_MAX at most), as the caller
  * means it (their_path): 0 or -errno. */
-static long peek_path(const struct call *c, uint64_t addr, char out[PATH_MAX])
+static long peek_path(struct call *c, uint64_t addr, char out[PATH_MAX])
 {
 	size_t got = 0;
 	while (got < PATH_MAX) {
@@ -626,7 +638,7 @@ static char *buffer(size_t len)
 
 /* The bytes of a write (addr, len) or of an iovec array: into a buffer;
  * *len is what was gathered (at most MAX_WRITE: the write is then short). */
-static long gather(const struct call *c, uint64_t addr, size_t *len, int iovcnt, char **out)
+static long gather(struct call *c, uint64_t addr, size_t *len, int iovcnt, char **out)
 {
 	struct iovec remote[IOV_MAX];
 	size_t total = 0;
@@ -660,6 +672,7 @@ static long gather(const struct call *c, uint64_t addr, size_t *len, int iovcnt,
 	 * element it cannot read whole, which is then read a page at a time. */
 	struct iovec local = { buf, total };
 	ssize_t got = total ? process_vm_readv(c->pid, &local, 1, remote, (unsigned long)n, 0) : 0;
+	moved(c, got, total);
 	size_t have = got > 0 ? (size_t)got : 0;
 	if (have < total) {
 		int k = 0;
@@ -1256,6 +1269,10 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 		made = make(&c, &r);
 	else
 		not_followed(&c, why);
+	if (c.unreadable) { /* nothing made: make reads before it acts */
+		split(&c, "its memory cannot be read (it is not dumpable)");
+		made = false;
+	}
 	pthread_mutex_lock(&lock);
 	let_go(c.held[0]);
 	let_go(c.held[1]);

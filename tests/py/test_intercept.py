@@ -261,6 +261,21 @@ int main(int argc, char **argv) {
 """
 
 
+# A process made not dumpable: its memory is another user's to read only
+# with privilege. argv[1]: a file, written and synced.
+NODUMP = r"""
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	if (prctl(PR_SET_DUMPABLE, 0) != 0)
+		return 1;
+	int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	return fd < 0 ? 2 : write(fd, "hello", 5) != 5 ? 3 : fdatasync(fd) != 0 ? 4 : 0;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -523,6 +538,30 @@ def test_an_open_with_what_openat_drops_succeeds_under_the_filter(dev, diskdir, 
     p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, f, env=TDAX_ENV)
     assert p.returncode == 0, (p.returncode, p.stderr)
     assert f.read_bytes() == b"ok"
+
+
+def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
+    """An unprivileged supervisor cannot read the memory of a process made
+    not dumpable (process_vm_readv: EPERM): until 2026-11-27 its every
+    open and write under the filter failed with EFAULT. Now such a process
+    is left to the kernel, and the supervisor says it follows no more."""
+    d = diskdir / "nobody"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    device = f"/dev/shm/tdax-pytest-nodump-{os.getpid()}"
+    (diskdir / "nodump.c").write_text(NODUMP)
+    prog = diskdir / "nodump"  # where the user can run it
+    run("cc", "-O2", "-static", "-o", prog, diskdir / "nodump.c", check=0)
+    try:
+        run(TDAX, "device", "create", "--device", device, "--size", "64M", user=65534, check=0)
+        p = run(TDAX, "run", "--device", device, "--intercept", "syscall", "--", prog, d / "f", user=65534,
+                env={**TDAX_ENV, "TDAX_QUIET": "0"})
+    finally:
+        if os.path.exists(device):
+            os.unlink(device)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert (d / "f").read_bytes() == b"hello"
+    assert "not dumpable" in p.stderr, p.stderr
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
