@@ -59,8 +59,9 @@ static const int always[] = {
 	SYS_close_range, SYS_execve, SYS_execveat, SYS_io_uring_setup, SYS_io_submit,
 	/* Its flags lie behind a pointer: a thread may get a table of its own. */
 	SYS_clone3,
-	/* A root or mount namespace of its own: paths name other files. */
-	SYS_chroot, SYS_pivot_root, SYS_setns,
+	/* A root or mount namespace of its own: paths name other files; a
+	 * sandbox the supervisor is not in. */
+	SYS_chroot, SYS_pivot_root, SYS_setns, SYS_landlock_restrict_self,
 	/* They pass a descriptor on, to a low number of its receiver's. */
 	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
 };

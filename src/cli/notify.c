@@ -35,7 +35,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/aio_abi.h>
-#include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
@@ -328,6 +327,9 @@ static void unseen_below_base(pid_t tgid, int pidfd)
 		closedir(d);
 }
 
+/* A process of the command sandboxed itself (landlock_restrict_self). */
+static _Atomic bool landlocked;
+
 /* The supervisor's root and mount namespace (cmd_serve_syscalls). */
 static struct {
 	uint64_t mnt_id, ino, ns;
@@ -417,6 +419,8 @@ static struct proc *proc_of(pid_t tid, pid_t *tgid)
 	*free_slot = (struct proc){ .tgid = *tgid, .pidfd = pidfd, .next = -1 };
 	if (!same_root(*tgid))
 		free_slot->split = "a root or mount namespace of its own";
+	else if (landlocked)
+		free_slot->split = "a Landlock sandbox (one of the command's is)";
 	unseen_below_base(*tgid, pidfd);
 	return free_slot;
 }
@@ -702,30 +706,33 @@ static long result(long r)
 
 /* The caller's user, groups and umask, if this process may act for it:
  * its umask taken into this thread. */
-static bool may_act_for(const struct call *c)
+static void split(struct call *c, const char *why);
+
+static bool may_act_for(struct call *c)
 {
-	char path[64], uid[128], gid[128], groups[1024], mask[32], mine[1024];
+	char path[64], uid[128], gid[128], groups[1024], mask[32], caps[64], my_groups[1024], my_caps[64];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
-	const char *keys[] = { "Uid:", "Gid:", "Groups:", "Umask:" };
-	char *vals[] = { uid, gid, groups, mask };
-	size_t lens[] = { sizeof(uid), sizeof(gid), sizeof(groups), sizeof(mask) };
-	if (proc_lines(path, keys, vals, lens, 4) != 0 || status_line(getpid(), "Groups:", mine, sizeof(mine)))
+	const char *keys[] = { "Uid:", "Gid:", "Groups:", "Umask:", "CapEff:" };
+	char *vals[] = { uid, gid, groups, mask, caps }, *mine[] = { my_groups, my_caps };
+	size_t lens[] = { sizeof(uid), sizeof(gid), sizeof(groups), sizeof(mask), sizeof(caps) };
+	size_t my_lens[] = { sizeof(my_groups), sizeof(my_caps) };
+	if (proc_lines(path, keys, vals, lens, 5) != 0 || proc_lines("/proc/self/status", keys + 2, mine, my_lens, 1) ||
+	    proc_lines("/proc/self/status", keys + 4, mine + 1, my_lens + 1, 1))
 		return false;
 	char want_uid[128], want_gid[128];
 	snprintf(want_uid, sizeof(want_uid), "%u\t%u\t%u\t%u", my_uid, my_uid, my_uid, my_uid);
 	snprintf(want_gid, sizeof(want_gid), "%u\t%u\t%u\t%u", my_gid, my_gid, my_gid, my_gid);
-	if (strcmp(uid, want_uid) || strcmp(gid, want_gid) || strcmp(groups, mine))
+	if (strcmp(uid, want_uid) || strcmp(gid, want_gid) || strcmp(groups, my_groups))
 		return false;
+	/* The same user with other capabilities (a root service that dropped
+	 * some, a binary with file capabilities): what the supervisor may do
+	 * for it is not what it may do itself. Left to the kernel. */
+	if (strcmp(caps, my_caps)) {
+		split(c, "capabilities other than the supervisor's");
+		return false;
+	}
 	umask((mode_t)strtoul(mask, NULL, 8));
 	return true;
-}
-
-/* Has the caller CAP_DAC_READ_SEARCH in effect (open_by_handle_at's)? */
-static bool may_open_by_handle(const struct call *c)
-{
-	char caps[64];
-	return status_line(c->pid, "CapEff:", caps, sizeof(caps)) == 0 &&
-	       (strtoull(caps, NULL, 16) & (1ULL << CAP_DAC_READ_SEARCH));
 }
 
 /* A directory descriptor for the caller's dirfd (AT_FDCWD: its working
@@ -1016,16 +1023,10 @@ static bool make(struct call *c, long *r)
 	}
 	case SYS_open_by_handle_at: {
 		/* An open for writing by a file handle (the filter's): made here
-		 * too. The kernel asks for CAP_DAC_READ_SEARCH, which the
-		 * supervisor may have and the caller not: such a caller's goes to
-		 * the kernel (which refuses it, but for the rules Linux 6.10
-		 * relaxed), and nothing of it is followed from then on. */
+		 * too, for a caller with the supervisor's capabilities (the
+		 * kernel asks for CAP_DAC_READ_SEARCH: may_act_for). */
 		if (!may_act_for(c))
 			return false;
-		if (!may_open_by_handle(c)) {
-			not_followed(c, "an open by handle without CAP_DAC_READ_SEARCH");
-			return false;
-		}
 		union {
 			struct file_handle h;
 			char bytes[sizeof(struct file_handle) + MAX_HANDLE_SZ];
@@ -1154,6 +1155,13 @@ static bool make(struct call *c, long *r)
 			split(c, "a thread with a descriptor table of its own");
 		return false;
 	}
+	case SYS_landlock_restrict_self:
+		/* A sandbox the supervisor is not in, for this process and every
+		 * one it starts: no process seen from now on is served either
+		 * (which one descends from this one is not known here). */
+		landlocked = true;
+		split(c, "a Landlock sandbox");
+		return false;
 	case SYS_chroot: case SYS_pivot_root: case SYS_setns:
 		/* (setns: into a mount namespace, or one of a kind not said) */
 		if (nr != SYS_setns || !a[1] || (a[1] & CLONE_NEWNS))

@@ -276,6 +276,43 @@ int main(int argc, char **argv) {
 """
 
 
+# A process that gives up a right: argv[1] how (landlock: a sandbox that
+# handles writes to files and allows none; capset: root dropping
+# CAP_DAC_OVERRIDE), argv[2] a file it then may not open for writing.
+# Prints what its open got.
+SANDBOX = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	if (!strcmp(argv[1], "landlock")) {
+		struct landlock_ruleset_attr attr = { .handled_access_fs = LANDLOCK_ACCESS_FS_WRITE_FILE };
+		int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+		if (rs < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_landlock_restrict_self, rs, 0))
+			return 1;
+	} else {
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+		if (syscall(SYS_capget, &h, d))
+			return 1;
+		d[0].effective &= ~(1u << CAP_DAC_OVERRIDE);
+		if (syscall(SYS_capset, &h, d))
+			return 1;
+	}
+	int fd = open(argv[2], O_WRONLY);
+	printf("%s\n", fd < 0 ? strerror(errno) : "opened");
+	return 0;
+}
+"""
+
+
 def build_static(tmp_path_factory, name, source):
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
@@ -562,6 +599,26 @@ def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
     assert p.returncode == 0, (p.returncode, p.stderr)
     assert (d / "f").read_bytes() == b"hello"
     assert "not dumpable" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("how", ["landlock", "capset"])
+def test_a_process_that_gives_up_a_right_keeps_it_given_up_under_the_filter(dev, diskdir, tmp_path_factory, how):
+    """The supervisor opens for the command: a process that sandboxed itself
+    (Landlock) or dropped a capability must not have it done with the
+    supervisor's rights -- until 2026-11-27 the open of a file the process
+    had locked itself out of succeeded under the filter. Such a process is
+    left to the kernel now, and the supervisor says it follows no more."""
+    f = diskdir / "f"
+    f.write_text("locked")
+    os.chown(f, 65534, 65534)  # root opens it only with CAP_DAC_OVERRIDE
+    os.chmod(f, 0o600)
+    prog = build_static(tmp_path_factory, "sandbox", SANDBOX)
+    without = run(prog, how, f)
+    assert without.returncode == 0 and without.stdout == "Permission denied\n", without.stdout + without.stderr
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, how, f,
+            env={**TDAX_ENV, "TDAX_QUIET": "0"})
+    assert (p.returncode, p.stdout) == (0, without.stdout), p.stderr
+    assert "cannot follow" in p.stderr, p.stderr
 
 
 def test_openat2_is_refused_under_the_filter_and_programs_fall_back(dev, diskdir):
