@@ -139,9 +139,7 @@ EXPORT long syscall(long nr, ...)
 			return ioctl((int)a, (unsigned long)b, (void *)c);
 		break;
 	case SYS_unshare:
-		if (a & CLONE_FILES)
-			tdax_go_blind();
-		return tdax_syscall(nr, a, b, c, d, e, f);
+		return unshare((int)a);
 	case SYS_clone:
 		tdax_tables_split((unsigned long)a);
 		return tdax_syscall(nr, a, b, c, d, e, f);
@@ -174,8 +172,8 @@ EXPORT long syscall(long nr, ...)
 		borrowed((int)r);
 		return r;
 	}
-	/* Anything else that returns a descriptor makes a new one (openat2,
-	 * open_by_handle_at, pidfd_open, ...): its number's entry is stale. */
+	/* Anything else that returns a descriptor makes a new one (pidfd_open,
+	 * memfd_create, a socket, ...): its number's entry is stale. */
 	if (r >= 0 && (nr == SYS_pidfd_open ||
 		       nr == SYS_pidfd_getfd || nr == SYS_userfaultfd || nr == SYS_memfd_create ||
 		       nr == SYS_socket || nr == SYS_accept || nr == SYS_accept4 ||
