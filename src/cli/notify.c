@@ -299,6 +299,18 @@ static void views_writable(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* The file of descriptor fd of the process of pidfd, if a regular one:
+ * its syncs real from now on (unseen). */
+static void unseen_theirs(int pidfd, int fd)
+{
+	int mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	struct stat st;
+	if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
+		unseen(mine);
+	if (mine >= 0)
+		close(mine);
+}
+
 /* A process seen for the first time may hold files open for writing at
  * numbers below the base (inherited across exec, or from its parent):
  * writes through those are not trapped, so their files' syncs must be
@@ -316,12 +328,7 @@ static void unseen_below_base(pid_t tgid, int pidfd)
 		if (fdinfo_flags(tgid, n, flags, sizeof(flags)) != 0 ||
 		    (strtoul(flags, NULL, 8) & O_ACCMODE) == O_RDONLY)
 			continue;
-		int mine = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
-		struct stat st;
-		if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
-			unseen(mine);
-		if (mine >= 0)
-			close(mine);
+		unseen_theirs(pidfd, n);
 	}
 	if (d)
 		closedir(d);
@@ -1130,13 +1137,8 @@ static bool make(struct call *c, long *r)
 		/* Another process's descriptor, taken to a low number here. */
 		if (!(b = take(c, 0, (int)a[0])))
 			return false;
-		int mine = (int)syscall(SYS_pidfd_getfd, b->fd, (int)a[1], 0);
+		unseen_theirs(b->fd, (int)a[1]);
 		give_back(c, 0);
-		struct stat st;
-		if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
-			unseen(mine);
-		if (mine >= 0)
-			close(mine);
 		return false;
 	}
 	case SYS_unshare: case SYS_clone: case SYS_clone3: {
@@ -1247,14 +1249,10 @@ static void not_followed(struct call *c, const char *why)
 		return;
 	/* PIDFD_THREAD (Linux 6.9): the caller's thread, its group unknown. */
 	int pidfd = (int)syscall(SYS_pidfd_open, c->tgid ? c->tgid : c->pid, c->tgid ? 0 : O_EXCL);
-	int mine = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0) : -1;
-	struct stat st;
-	if (mine >= 0 && fstat(mine, &st) == 0 && S_ISREG(st.st_mode))
-		unseen(mine);
-	if (mine >= 0)
-		close(mine);
-	if (pidfd >= 0)
+	if (pidfd >= 0) {
+		unseen_theirs(pidfd, fd);
 		close(pidfd);
+	}
 }
 
 static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)

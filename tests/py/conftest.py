@@ -112,6 +112,32 @@ def voldisk(tmp_path):
     disk.detach()
 
 
+def build_both(tmp_path_factory, name, source, *flags):
+    """The C program source built twice in a directory of its own: `name`
+    (dynamic: the libc hooks see it) and `name-static` (only --intercept
+    syscall does). The directory."""
+    d = tmp_path_factory.mktemp(name)
+    (d / f"{name}.c").write_text(source)
+    run("cc", "-O2", "-o", d / name, d / f"{name}.c", *flags, check=0)
+    run("cc", "-O2", "-static", "-o", d / f"{name}-static", d / f"{name}.c", *flags, check=0)
+    return d
+
+
+def acked_under_tdax(dev, progs, name, intercept, *args):
+    """Program `name` of build_both's directory progs (its static build
+    under --intercept syscall) run with args under tdax, --policy always,
+    in a session of its own, once it has printed "acked" (what it wrote
+    and synced): the process, for killed_and_cut."""
+    exe = progs / (f"{name}-static" if intercept == "syscall" else name)
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
+                          "--", str(exe), *map(str, args)],
+                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line == "acked\n", line
+    return p
+
+
 def killed_and_cut(p, dev, voldisk):
     """SIGKILL the process group of p (started with start_new_session), cut
     the power of voldisk and boot it again, then recover the device as

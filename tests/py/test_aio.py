@@ -6,12 +6,10 @@ then on (docs/durability.md). Each case logs two writes with light syncs,
 writes over them asynchronously, syncs with fdatasync, is killed and loses
 its disk's cache: the asynchronous write is there, and no older record is
 replayed over it."""
-import os
-import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) written asynchronously, then fdatasync.
@@ -76,11 +74,7 @@ EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("aio")
-    (d / "aio.c").write_text(AIO)
-    run("cc", "-O2", "-o", d / "aio", d / "aio.c", "-laio", check=0)
-    run("cc", "-O2", "-static", "-o", d / "aio-static", d / "aio.c", "-laio", check=0)
-    return d
+    return build_both(tmp_path_factory, "aio", AIO, "-laio")
 
 
 @pytest.mark.parametrize("how,intercept", [("posix", "libc"), ("lio", "libc"), ("libaio", "libc"),
@@ -89,13 +83,7 @@ def progs(tmp_path_factory):
 def test_an_asynchronous_write_makes_the_files_syncs_real_and_nothing_acknowledged_is_lost(
         dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
-    prog = progs / ("aio-static" if intercept == "syscall" else "aio")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(prog), how, str(f)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "aio", intercept, how, f)
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"

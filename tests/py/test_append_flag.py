@@ -10,12 +10,10 @@ overwritten (until 2026-11-27; the filter now traps F_SETFL on a placed
 descriptor, and the hooks take the flags up for every descriptor of the
 file). Killed after the acknowledged sync, power cut: the file is as the
 kernel made it."""
-import os
-import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A (256 bytes) written and synced three times (a lease
 # under tdax); then O_APPEND set (how), and B (128 bytes) by pwrite at 0.
@@ -59,24 +57,14 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("append")
-    (d / "append.c").write_text(APPEND)
-    run("cc", "-O2", "-o", d / "append", d / "append.c", check=0)
-    run("cc", "-O2", "-static", "-o", d / "append-static", d / "append.c", check=0)
-    return d
+    return build_both(tmp_path_factory, "append", APPEND)
 
 
 @pytest.mark.parametrize("how,intercept", [("dup", "libc"), ("fork", "libc"), ("raw", "libc"), ("dup", "syscall"),
                                            ("fork", "syscall"), ("raw", "syscall")])
 def test_a_pwrite_after_o_append_is_set_elsewhere_is_logged_where_it_landed(dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
-    exe = progs / ("append-static" if intercept == "syscall" else "append")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(exe), how, str(f)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "append", intercept, how, f)
     want = b"A" * 256 + b"B" * 128
     assert f.read_bytes() == want, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)

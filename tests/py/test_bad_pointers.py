@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, run
+from conftest import TDAX, TDAX_ENV, build_both
 
 # argv: a file. Each call with memory that is not the caller's, on a file
 # written and synced four times first (registered, leased, promoted in
@@ -102,11 +102,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bad")
-    (d / "bad.c").write_text(BAD)
-    run("cc", "-O2", "-o", d / "bad", d / "bad.c", check=0)
-    run("cc", "-O2", "-static", "-o", d / "bad-static", d / "bad.c", check=0)
-    return d
+    return build_both(tmp_path_factory, "bad", BAD)
 
 
 @pytest.mark.parametrize("how", [["--mode", "coherent"], ["--mode", "bypass"], ["--policy", "thesis"],

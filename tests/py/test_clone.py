@@ -8,12 +8,11 @@ light syncs on XFS, clones a block of another file over them, syncs, is
 killed and loses its disk's cache: the cloned bytes are there, and no
 older record is replayed over them."""
 import os
-import subprocess
 
 import pytest
 
 import crashtest
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file, source (both made durable before: see the test). The
 # file: A then B (8 KiB each, synced: light under policy always); then a
@@ -64,11 +63,7 @@ def xfsdisk(tmp_path):
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("clone")
-    (d / "clone.c").write_text(CLONE)
-    run("cc", "-O2", "-o", d / "clone", d / "clone.c", check=0)
-    run("cc", "-O2", "-static", "-o", d / "clone-static", d / "clone.c", check=0)
-    return d
+    return build_both(tmp_path_factory, "clone", CLONE)
 
 
 @pytest.mark.parametrize("how,intercept", [("range", "libc"), ("syscall", "libc"), ("range", "syscall")])
@@ -84,13 +79,7 @@ def test_a_clone_into_a_file_makes_its_sync_real_and_nothing_acknowledged_is_los
     dirfd = os.open(xfsdisk.mnt, os.O_RDONLY)
     os.fsync(dirfd)
     os.close(dirfd)
-    prog = progs / ("clone-static" if intercept == "syscall" else "clone")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(prog), how, str(f), str(src)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "clone", intercept, how, f, src)
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, xfsdisk)
     assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"

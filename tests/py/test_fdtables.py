@@ -11,12 +11,10 @@ The case: the main thread writes X (light syncs); the other gets a table
 of its own, puts Z at X's number there (dup2), writes and syncs Z through
 it; the main thread then writes X in place through its number and syncs.
 Killed, power cut: X has both writes, Z only its own."""
-import os
-import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, X, Z. how: unshare (libc), unshare-syscall (syscall(2)),
 # close-range (close_range with CLOSE_RANGE_UNSHARE),
@@ -93,26 +91,16 @@ int main(int argc, char **argv) {
 
 
 @pytest.fixture(scope="module")
-def prog(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fdtables")
-    (d / "fdtables.c").write_text(FDTABLES)
-    run("cc", "-O2", "-pthread", "-o", d / "fdtables", d / "fdtables.c", check=0)
-    run("cc", "-O2", "-pthread", "-static", "-o", d / "fdtables-static", d / "fdtables.c", check=0)
-    return d
+def progs(tmp_path_factory):
+    return build_both(tmp_path_factory, "fdtables", FDTABLES, "-pthread")
 
 
 @pytest.mark.parametrize("how,intercept", [("unshare", "libc"), ("unshare-syscall", "libc"), ("close-range", "libc"),
                                            ("clone", "libc"), ("thread", "libc"), ("unshare", "syscall"),
                                            ("close-range", "syscall"), ("clone", "syscall"), ("thread", "syscall")])
-def test_a_thread_with_a_table_of_its_own_makes_the_process_manage_nothing(dev, voldisk, prog, how, intercept):
+def test_a_thread_with_a_table_of_its_own_makes_the_process_manage_nothing(dev, voldisk, progs, how, intercept):
     x, z = voldisk.mnt / "x", voldisk.mnt / "z"
-    exe = prog / ("fdtables-static" if intercept == "syscall" else "fdtables")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(exe), how, str(x), str(z)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "fdtables", intercept, how, x, z)
     case = f"{how}, --intercept {intercept}"
     assert x.read_bytes() == b"A" * 128 + b"B" * 128, f"a write made into another file ({case})"
     assert z.read_bytes() == b"Z" * 64, f"another file's bytes landed in Z ({case})"

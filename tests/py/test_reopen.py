@@ -7,12 +7,10 @@ through any descriptor: the write through the second open, made in place
 (the size guard cannot see it), must be durable once a sync through the
 first descriptor returns. Killed after that sync, power cut: both writes
 are there."""
-import os
-import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A: 256 bytes written and synced (light under policy
 # always); B: 128 bytes over its second half through the second open;
@@ -67,26 +65,16 @@ int main(int argc, char **argv) {
 
 
 @pytest.fixture(scope="module")
-def prog(tmp_path_factory):
-    d = tmp_path_factory.mktemp("reopen")
-    (d / "reopen.c").write_text(REOPEN)
-    run("cc", "-O2", "-o", d / "reopen", d / "reopen.c", check=0)
-    run("cc", "-O2", "-static", "-o", d / "reopen-static", d / "reopen.c", check=0)
-    return d
+def progs(tmp_path_factory):
+    return build_both(tmp_path_factory, "reopen", REOPEN)
 
 
 @pytest.mark.parametrize("how,intercept", [("open", "libc"), ("openat2", "libc"), ("by-handle", "libc"),
                                            ("by-handle-syscall", "libc"), ("freopen", "libc"),
                                            ("open", "syscall"), ("by-handle", "syscall"), ("freopen", "syscall")])
-def test_a_write_through_another_open_is_covered_by_the_next_sync(dev, voldisk, prog, how, intercept):
+def test_a_write_through_another_open_is_covered_by_the_next_sync(dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
-    exe = prog / ("reopen-static" if intercept == "syscall" else "reopen")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(exe), how, str(f), str(voldisk.mnt)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "reopen", intercept, how, f, voldisk.mnt)
     assert f.read_bytes() == b"A" * 128 + b"B" * 128, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == b"A" * 128 + b"B" * 128, f"acknowledged data lost ({how}, --intercept {intercept})"

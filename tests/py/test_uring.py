@@ -5,12 +5,10 @@ syscall(2), and under --intercept syscall. Each case logs two writes with
 light syncs, sets a ring up, writes over them through the ring, syncs (by
 libc or by the ring), is killed and loses its disk's cache: the ring's
 write is there, and no older record is replayed over it."""
-import os
-import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, killed_and_cut, run
+from conftest import acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) through a ring, then a sync.
@@ -75,11 +73,7 @@ EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("uring")
-    (d / "uring.c").write_text(URING)
-    run("cc", "-O2", "-o", d / "uring", d / "uring.c", "-luring")
-    run("cc", "-O2", "-static", "-o", d / "uring-static", d / "uring.c", "-luring")
-    return d
+    return build_both(tmp_path_factory, "uring", URING, "-luring")
 
 
 @pytest.mark.parametrize("how,intercept", [("queue-init", "libc"), ("setup", "libc"), ("syscall", "libc"),
@@ -87,13 +81,7 @@ def progs(tmp_path_factory):
 def test_a_ring_makes_the_process_blind_and_nothing_acknowledged_is_lost(dev, voldisk, progs, how,
                                                                           intercept):
     f = voldisk.mnt / "f"
-    prog = progs / ("uring-static" if intercept == "syscall" else "uring")
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(prog), how, str(f)],
-                         env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = p.stdout.readline()
-    assert line == "acked\n", line
+    p = acked_under_tdax(dev, progs, "uring", intercept, how, f)
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"
