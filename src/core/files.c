@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -32,11 +33,82 @@ static uint32_t ident_crc(const struct tdax_file *f)
 #define FILEID_INO32_GEN 1             /* linux/exportfs.h: { u32 ino, gen } */
 
 /*
- * The file system of a file, per mount and device number: its id (f_fsid)
+ * XFS's geometry, version 1 (xfs_fs.h; a frozen ABI, answered by every
+ * kernel with XFS, to any caller): only its UUID is read.
+ */
+struct xfs_geom_v1 {
+	uint32_t blocksize, rtextsize, agblocks, agcount, logblocks, sectsize, inodesize, imaxpct;
+	uint64_t datablocks, rtblocks, rtextents, logstart;
+	unsigned char uuid[16];
+	uint32_t sunit, swidth;
+	int32_t version;
+	uint32_t flags, logsectsize, rtsectsize, dirblocksize;
+};
+#define XFS_IOC_FSGEOMETRY_V1 _IOR('X', 100, struct xfs_geom_v1)
+
+/*
+ * The directory a path descriptor's file is in (by its /proc name), opened
+ * -- a directory: no lease or open of the file itself is touched -- if it
+ * is on the file's device; else -1.
+ */
+static int dir_of_path_fd(int fd, dev_t dev)
+{
+	char link[32], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	long n = tdax_syscall(SYS_readlinkat, AT_FDCWD, link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return -1;
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash)
+		return -1;
+	slash[slash == path] = '\0';
+	int d = tdax_sys_open(path, O_RDONLY | O_DIRECTORY | O_NOCTTY | O_CLOEXEC, 0);
+	struct stat st;
+	if (d >= 0 && (tdax_sys_fstat(d, &st) != 0 || st.st_dev != dev)) {
+		tdax_sys_close(d);
+		return -1;
+	}
+	return d;
+}
+
+/*
+ * The id of fd's file system, one that outlives its device number: a disk
+ * can come back under another number after a reboot (loop devices, NVMe
+ * enumeration, device-mapper). ext4 and btrfs derive f_fsid from their
+ * UUID; XFS's f_fsid *is* the device number, so there its UUID is asked
+ * for (folded to 64 bits) -- through an ioctl, which a path descriptor
+ * (O_PATH) does not take: then of its directory. -1 if neither answers.
+ */
+static int fs_id(int fd, dev_t dev, const struct statfs *sf, uint64_t *id)
+{
+	*id = 0;
+	if (sf->f_type == XFS_SUPER_MAGIC) {
+		struct xfs_geom_v1 g;
+		int d = -1;
+		long rc = tdax_syscall(SYS_ioctl, fd, XFS_IOC_FSGEOMETRY_V1, &g);
+		if (rc != 0 && errno == EBADF && (d = dir_of_path_fd(fd, dev)) >= 0) {
+			rc = tdax_syscall(SYS_ioctl, d, XFS_IOC_FSGEOMETRY_V1, &g);
+			tdax_sys_close(d);
+		}
+		if (rc != 0)
+			return -1;
+		uint64_t half[2];
+		memcpy(half, g.uuid, sizeof(half));
+		*id = half[0] ^ half[1];
+		return 0;
+	}
+	memcpy(id, &sf->f_fsid, sizeof(*id) < sizeof(sf->f_fsid) ? sizeof(*id) : sizeof(sf->f_fsid));
+	return 0;
+}
+
+/*
+ * The file system of a file, per mount and device number: its id (fs_id)
  * and type. Remembered for a few mounts, each slot written once, where the
  * kernel names mounts by an id it never gives again (STATX_MNT_ID_UNIQUE):
  * a mount's file system does not change under it, and a subvolume of one
  * (btrfs) has a device number of its own. Elsewhere an fstatfs each time.
+ * -1 where fs_id cannot tell.
  */
 #define KNOWN_FS 8
 static struct {
@@ -45,7 +117,7 @@ static struct {
 	_Atomic long type;
 } known_fs[KNOWN_FS];
 
-static void fs_of(int fd, const struct statx *stx, uint64_t *fsid, long *type)
+static int fs_of(int fd, const struct statx *stx, uint64_t *fsid, long *type)
 {
 	bool unique = stx->stx_mask & STATX_MNT_ID_UNIQUE;
 	uint64_t dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
@@ -55,15 +127,16 @@ static void fs_of(int fd, const struct statx *stx, uint64_t *fsid, long *type)
 		    atomic_load_explicit(&known_fs[i].dev, memory_order_relaxed) == dev) {
 			*fsid = atomic_load_explicit(&known_fs[i].fsid, memory_order_relaxed);
 			*type = atomic_load_explicit(&known_fs[i].type, memory_order_relaxed);
-			return;
+			return 0;
 		}
 	struct statfs sf;
 	*fsid = 0;
 	*type = 0;
 	if (fstatfs(fd, &sf) != 0)
-		return;
-	memcpy(fsid, &sf.f_fsid, sizeof(*fsid) < sizeof(sf.f_fsid) ? sizeof(*fsid) : sizeof(sf.f_fsid));
+		return 0;
 	*type = (long)sf.f_type;
+	if (fs_id(fd, dev, &sf, fsid) != 0)
+		return -1;
 	for (int i = 0, no = 0; unique && *fsid && i < KNOWN_FS; i++, no = 0)
 		if (atomic_compare_exchange_strong(&known_fs[i].taken, &no, 1)) {
 			atomic_store_explicit(&known_fs[i].mnt, stx->stx_mnt_id, memory_order_relaxed);
@@ -71,8 +144,9 @@ static void fs_of(int fd, const struct statx *stx, uint64_t *fsid, long *type)
 			atomic_store_explicit(&known_fs[i].fsid, *fsid, memory_order_relaxed);
 			atomic_store_explicit(&known_fs[i].type, *type, memory_order_relaxed);
 			atomic_store_explicit(&known_fs[i].ready, 1, memory_order_release);
-			return;
+			return 0;
 		}
+	return 0;
 }
 
 /* The inode generation of a path descriptor (it has no ioctl): from the
@@ -115,12 +189,15 @@ static int ident(int fd, bool path_only, struct tdax_ident *id, bool *sealed)
 		errno = EINVAL;
 		return -1;
 	}
-	/* The file system's id, not the device number: a device can come back
-	 * under another number after a reboot (loop devices, NVMe enumeration),
-	 * ext4 and xfs derive f_fsid from their UUID. */
+	/* The file system's id, not the device number (fs_id); where a path
+	 * descriptor cannot tell it, the caller opens the file (EOPNOTSUPP). */
 	uint64_t fsid;
 	long type;
-	fs_of(fd, &stx, &fsid, &type);
+	if (fs_of(fd, &stx, &fsid, &type) != 0) {
+		if (path_only)
+			errno = EOPNOTSUPP;
+		return -1;
+	}
 	*id = (struct tdax_ident){ .ino = stx.stx_ino };
 	if (sealed)
 		*sealed = tdax_statx_sealed(&stx);

@@ -152,8 +152,8 @@ static inline struct tdax_file *tdax_file_at(const struct tdax_device *dev, uint
  * the index empty. Persistent on return. */
 void tdax_files_format(struct tdax_device *dev);
 
-/* The identity of an open file: file system id (f_fsid, else the device
- * number), inode and, where the file system has them, inode generation
+/* The identity of an open file: file system id (one that outlives the
+ * device number: f_fsid, XFS's UUID; else the device number), inode and, where the file system has them, inode generation
  * and birth time (flags say which). */
 struct tdax_ident {
 	uint64_t dev, ino, igen, btime;
@@ -161,8 +161,9 @@ struct tdax_ident {
 };
 int tdax_ident_of_fd(int fd, struct tdax_ident *id);
 /* The same of an O_PATH descriptor, where the file system lets its inode
- * generation be had without opening the file (ext4, xfs); else -1 with
- * errno EOPNOTSUPP: open the file and ask tdax_ident_of_fd. */
+ * generation be had without opening the file (ext4, xfs) and its id too
+ * (XFS: from the directory the file is in); else -1 with errno
+ * EOPNOTSUPP: open the file and ask tdax_ident_of_fd. */
 int tdax_ident_of_path_fd(int fd, struct tdax_ident *id);
 /* Same file: same file system and inode, and every part of the identity
  * both sides know agrees. */

@@ -33,7 +33,7 @@
 #define TDAX_LAYOUT_H
 
 #define TDAX_MAGIC "TDAXREGN"      /* first 8 bytes of the super-block, written last */
-#define TDAX_LAYOUT_VERSION 8
+#define TDAX_LAYOUT_VERSION 9
 #define TDAX_CACHELINE 64
 
 /* The header: fixed offsets from the start of the region. */
