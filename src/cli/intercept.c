@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -76,8 +77,8 @@ static const int on_placed[] = {
 enum { NEXT = -1, ALLOW = -2, NOTIFY = -3, NOSYS = -4 };
 
 struct prog {
-	struct sock_filter f[128];
-	int jt[128], jf[128]; /* symbolic targets, resolved by finish() */
+	struct sock_filter f[160]; /* (a jump reaches 255 ahead at most) */
+	int jt[160], jf[160];      /* symbolic targets, resolved by finish() */
 	unsigned n;
 };
 
@@ -185,6 +186,19 @@ static struct sock_fprog build(struct prog *p)
 	 * own: its paths name other files. */
 	emit_flagged(p, SYS_unshare, 0, CLONE_FILES | CLONE_NEWNS, 0);
 	emit_flagged(p, SYS_clone, 0, CLONE_THREAD, CLONE_FILES);
+	/* A new file size limit (setrlimit; prlimit64 with one, its pointer
+	 * compared word by word): the supervisor writes under the limit the
+	 * command started with. */
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_setrlimit, NEXT, 2);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, RLIMIT_FSIZE, NOTIFY, ALLOW);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_prlimit64, NEXT, 6);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, RLIMIT_FSIZE, NEXT, ALLOW);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(2), NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, NEXT, NOTIFY);
+	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(2) + 4, NEXT, NEXT);
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, 0, ALLOW, NOTIFY);
 	/* openat2: its flags are behind a pointer a filter cannot follow, and
 	 * an open for writing through it would get a low number, its writes
 	 * unseen. ENOSYS, as on a kernel before 5.6: programs fall back to

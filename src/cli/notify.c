@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -119,6 +120,10 @@ static struct proc *procs[MAX_PROCS];
 static int nprocs, max_procs = MAX_PROCS;
 static uid_t my_uid;
 static gid_t my_gid;
+/* The supervisor's file size limit is the command's, from the start (a
+ * process that sets another is split): the writes it makes for the
+ * command end where the command's would. Is there one (not infinite)? */
+static bool fsize_limited;
 
 /* ---- the command's processes and descriptors -------------------------- */
 
@@ -1157,6 +1162,23 @@ static bool make(struct call *c, long *r)
 			split(c, "a thread with a descriptor table of its own");
 		return false;
 	}
+	case SYS_setrlimit: case SYS_prlimit64: {
+		/* A new file size limit (the filter's): the supervisor's writes
+		 * would keep to the old one. The process it is for is left to
+		 * the kernel; another's (prlimit64 of a pid) too, if seen. */
+		pid_t to = nr == SYS_prlimit64 ? (pid_t)a[0] : 0, tg = 0;
+		if (to && to != c->tgid && to != c->pid) {
+			pthread_mutex_lock(&lock);
+			struct proc *other = proc_of(to, &tg);
+			if (other)
+				other->split = "a file size limit of its own";
+			pthread_mutex_unlock(&lock);
+			not_followed(c, "a file size limit of its own");
+		} else {
+			split(c, "a file size limit of its own");
+		}
+		return false;
+	}
 	case SYS_landlock_restrict_self:
 		/* A sandbox the supervisor is not in, for this process and every
 		 * one it starts: no process seen from now on is served either
@@ -1286,6 +1308,10 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 	for (int i = 0; i < 2; i++)
 		if (c.dirs[i] >= 0)
 			close(c.dirs[i]);
+	/* A write past the file size limit: the kernel signals the writer
+	 * (the supervisor ignores SIGXFSZ), not just EFBIG. */
+	if (made && r == -EFBIG && fsize_limited)
+		syscall(SYS_tgkill, c.tgid ? c.tgid : c.pid, c.pid, SIGXFSZ);
 	*resp = (struct seccomp_notif_resp){ .id = req->id };
 	if (!made)
 		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -1345,6 +1371,8 @@ int cmd_serve_syscalls(int argc, char **argv)
 	root_of("/", "/proc/self/ns/mnt", &my_root.mnt_id, &my_root.ino, &my_root.ns);
 	my_uid = getuid();
 	my_gid = getgid();
+	fsize_limited = getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+	signal(SIGXFSZ, SIG_IGN); /* a write past it fails here: EFBIG, for the caller */
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
