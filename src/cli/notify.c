@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <linux/aio_abi.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -826,6 +827,50 @@ static long install(struct call *c, int mine, unsigned flags, int at)
 	return theirs;
 }
 
+/*
+ * Open here, the open_how's way (how) or by a handle (h), never waiting:
+ * a FIFO without a reader (a shell's redirection) would hold a server
+ * until one came -- and that reader's own trapped calls would wait for the
+ * server. So O_NONBLOCK is added (*added), the open of a file with
+ * another's lease (EWOULDBLOCK: its break has begun) made again waiting
+ * for the break. The descriptor, or -1 with errno.
+ */
+static int open_here(int dir, const char *path, struct open_how *how, struct file_handle *h, bool *added)
+{
+	int flags = (int)how->flags;
+	for (*added = !(flags & O_NONBLOCK);; *added = false) {
+		how->flags = (uint64_t)(unsigned)(*added ? flags | O_NONBLOCK : flags);
+		int fd = h ? open_by_handle_at(dir, h, (int)how->flags)
+			   : (int)syscall(SYS_openat2, dir, path, how, sizeof(*how));
+		if (fd >= 0 || errno != EWOULDBLOCK || !*added)
+			return fd;
+	}
+}
+
+/* The result of open_here (fd, or -1 and errno), installed in the caller;
+ * false to let the kernel make the open: one that would wait (ENXIO: it
+ * waits in the caller, as without tdax), or of a file of /proc, which
+ * means the process that opens it (a symbolic link to /proc/self). */
+static bool opened(struct call *c, int fd, bool added, int flags, long *r)
+{
+	struct statfs sf;
+	if (fd < 0 && errno == ENXIO && added)
+		return false;
+	if (fd < 0)
+		return (*r = -errno), true;
+	if (fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+		close(fd);
+		return false;
+	}
+	if (added && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+		*r = -errno;
+		close(fd);
+		return true;
+	}
+	*r = install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
+	return true;
+}
+
 /* An open for writing, creating or truncating: made here (through the
  * hooks), installed in the caller. The number, or -errno. */
 static bool open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mode_t mode, long *r)
@@ -844,12 +889,12 @@ static bool open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 	 * that fails so for another reason (a loop) fails there the same. The
 	 * flags and mode are openat's, as it passes them on (openat2 refuses
 	 * what openat drops: unknown flags, a mode without a creation). */
-	bool creates = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+	bool creates = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE, added;
 	struct open_how how = { .flags = (uint64_t)(unsigned)((flags | O_CLOEXEC) & OPENAT_FLAGS),
 				.mode = creates ? mode & 07777 : 0,
 				.resolve = strncmp(path, "/proc/", 6) || path[6] < '0' || path[6] > '9'
 					   ? RESOLVE_NO_MAGICLINKS : 0 };
-	int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));
+	int fd = open_here(dir, path, &how, NULL, &added);
 	if (fd < 0 && errno == ELOOP && how.resolve) {
 		int there = openat(dir, path, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
 		if (there >= 0) {
@@ -858,10 +903,7 @@ static bool open_for(struct call *c, int dirfd, uint64_t path_at, int flags, mod
 		}
 		return false;
 	}
-	if (fd < 0)
-		return (*r = -errno), true;
-	*r = install(c, fd, (unsigned)(flags & O_CLOEXEC), -1);
-	return true;
+	return opened(c, fd, added, flags, r);
 }
 
 /* The caller passes its descriptor fd on: the receiver gets it at a low
@@ -1050,9 +1092,10 @@ static bool make(struct call *c, long *r)
 		if ((*r = peek(c, &fh.h, a[1], sizeof(fh.h) + fh.h.handle_bytes)) != 0)
 			return true;
 		int dir = their_dir(c, 0, (int)a[0], "");
-		int fd = dir == -1 ? -1 : open_by_handle_at(dir, &fh.h, (int)a[2] | O_CLOEXEC);
-		*r = fd < 0 ? -errno : install(c, fd, (unsigned)(a[2] & O_CLOEXEC), -1);
-		return true;
+		struct open_how how = { .flags = (uint64_t)(unsigned)((int)a[2] | O_CLOEXEC) };
+		bool added = false;
+		int fd = dir == -1 ? -1 : open_here(dir, NULL, &how, &fh.h, &added);
+		return opened(c, fd, added, (int)a[2], r);
 	}
 	case SYS_open: case SYS_openat: case SYS_creat: {
 		if (!may_act_for(c))

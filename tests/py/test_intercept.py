@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, TDAX, TDAX_ENV, info, killed_and_cut, run
+from conftest import BUILD, PY, TDAX, TDAX_ENV, info, killed_and_cut, run
 
 ORACLE = BUILD / "tests" / "tdax-oracle"
 
@@ -537,6 +537,35 @@ def test_a_name_of_the_process_itself_is_the_callers_under_the_filter(dev, diskd
     assert lines[2:] == ["/dev/stdout", "/proc/thread-self/fd/1", "/proc//self/fd/1", str(link)], lines
     assert lines[0].startswith("/proc/self/fd/") and lines[1].startswith("/dev/fd/"), lines
     assert "an open through a magic link" in p.stderr, p.stderr
+
+
+def test_a_file_of_proc_through_a_symbolic_link_is_the_callers_under_the_filter(dev, diskdir):
+    """A user's symbolic link to /proc/self (not a magic link), then a file
+    of it: opened by the supervisor, it was the supervisor's (until
+    2026-11-27 this command renamed the supervisor, not itself). A file of
+    /proc goes to the kernel, opened in the caller."""
+    link = diskdir / "me"
+    link.symlink_to("/proc/self")
+    code = ("import sys\n"
+            "with open(sys.argv[1] + '/comm', 'w') as f: f.write('renamed-me')\n"
+            "print(open('/proc/self/comm').read().strip())\n")
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", PY, "-c", code, link, env=TDAX_ENV)
+    assert (p.returncode, p.stdout) == (0, "renamed-me\n"), p.stderr
+
+
+def test_an_open_that_waits_waits_in_the_caller_under_the_filter(dev, diskdir):
+    """Opens of FIFOs without a reader wait until one comes. Made by the
+    supervisor, each held one of its two servers: with two such writers
+    waiting, the reader's own open of a file for writing waited for a
+    server, and the script for good (until 2026-11-27). Such an open goes
+    to the kernel, to wait in the caller."""
+    for name in ("f1", "f2"):
+        os.mkfifo(diskdir / name)
+    script = (f"cd {diskdir}\n(echo one > f1) &\n(echo two > f2) &\nsleep 0.3\n"
+              "echo hello > out\ncat f1 f2\nwait\n")
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", "bash", "-c", script, env=TDAX_ENV)
+    assert (p.returncode, p.stdout) == (0, "one\ntwo\n"), p.stderr
+    assert (diskdir / "out").read_text() == "hello\n"
 
 
 @pytest.mark.parametrize("how", ["mount-ns", "chroot"])
