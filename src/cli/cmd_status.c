@@ -295,11 +295,13 @@ static void status_json(const struct tdax_device *dev, bool verbose)
 			continue;
 		printf("%s{\"path\": ", first ? "" : ", ");
 		json_str(stdout, file->path);
-		uint32_t by = atomic_load(&file->rt.deferred);
+		uint32_t by = atomic_load(&file->rt.deferred), off = atomic_load(&file->rt.unmanaged);
 		printf(", \"ranges\": %u, \"upgraded\": %u, \"pinned\": %u, \"mode\": \"%s\", "
 		       "\"promoted_by\": %u, \"logged_bytes\": %llu", fr[f].total, fr[f].logged, fr[f].pinned,
-		       by ? "bypass" : "coherent", by,
+		       by ? "bypass" : off ? "kernel" : "coherent", by,
 		       (unsigned long long)atomic_load(&file->rt.logged_bytes));
+		if (off)
+			printf(", \"kernel_because\": \"%s\"", tdax_fallback_name((enum tdax_fallback)off));
 		struct tdax_cachestat cs;
 		uint32_t pid;
 		if (by && tdax_cachestat_get(dev, f, file->gen, &cs, &pid))

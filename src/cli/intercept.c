@@ -49,6 +49,7 @@
 
 #include "cli/intercept.h"
 #include "cli/supervise.h"
+#include "core/fsioctl.h"
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
@@ -72,6 +73,13 @@ static const int always[] = {
 static const int on_placed[] = {
 	SYS_write, SYS_pwrite64, SYS_writev, SYS_pwritev, SYS_pwritev2, SYS_fsync, SYS_fdatasync,
 	SYS_ftruncate, SYS_fallocate, SYS_sendfile, SYS_close, SYS_dup,
+};
+
+/* ioctl requests handed over on a placed descriptor: those that change
+ * the file's bytes. */
+static const unsigned changing[] = {
+	FICLONE, FICLONERANGE, TDAX_XFS_IOC_UNRESVSP, TDAX_XFS_IOC_UNRESVSP64, TDAX_XFS_IOC_ZERO_RANGE,
+	TDAX_XFS_IOC_EXCHANGE_RANGE, TDAX_XFS_IOC_COMMIT_RANGE,
 };
 
 enum { NEXT = -1, ALLOW = -2, NOTIFY = -3, NOSYS = -4 };
@@ -163,12 +171,16 @@ static struct sock_fprog build(struct prog *p)
 	emit(p, BPF_JMP | BPF_JEQ | BPF_K, F_SETFL, NEXT, ALLOW);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
-	/* ioctl(placed, FICLONE or FICLONERANGE, ...): a clone of blocks into
-	 * it, which the supervisor makes as it makes a copy. */
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, NEXT, 5);
+	/* ioctl(placed, request, ...) that changes its bytes: a clone of blocks
+	 * into it (FICLONE, FICLONERANGE), which the supervisor makes as it
+	 * makes a copy, or a file system's own (fsioctl.h), which takes the
+	 * file off the log first. */
+	int nreq = (int)(sizeof(changing) / sizeof(changing[0]));
+	emit(p, BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, NEXT, nreq + 3);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(1), NEXT, NEXT);
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, FICLONE, 1, NEXT);
-	emit(p, BPF_JMP | BPF_JEQ | BPF_K, FICLONERANGE, NEXT, ALLOW);
+	for (int i = 0; i < nreq; i++)
+		emit(p, BPF_JMP | BPF_JEQ | BPF_K, changing[i], i + 1 < nreq ? nreq - i - 1 : NEXT,
+		     i + 1 < nreq ? NEXT : ALLOW);
 	emit(p, BPF_LD | BPF_W | BPF_ABS, arg_lo(0), NEXT, NEXT);
 	emit(p, BPF_JMP | BPF_JGE | BPF_K, TDAX_INTERCEPT_FD_BASE, NOTIFY, ALLOW);
 	/* Opens for writing (the supervisor makes them, and places the

@@ -63,6 +63,7 @@
 #include "cli/intercept.h"
 #include "cli/out.h"
 #include "cli/supervise.h"
+#include "core/fsioctl.h"
 #include "core/testaid.h"
 #include "core/util.h"
 
@@ -1025,7 +1026,20 @@ static bool make(struct call *c, long *r)
 			*r = -EFAULT;
 		return true;
 	}
-	case SYS_ioctl: { /* FICLONE or FICLONERANGE (the filter's): as a copy */
+	case SYS_ioctl: { /* the filter's: one that changes the file's bytes */
+		int changes = tdax_fs_ioctl_changes((unsigned long)a[1]);
+		if (changes) {
+			/* A file system's own (fsioctl.h): the files it changes
+			 * off the log first (unseen), then the kernel makes it. */
+			int32_t other;
+			if ((b = take(c, 0, (int)a[0])) && b->file)
+				unseen(b->fd);
+			if (changes == 2 && peek(c, &other, a[2], sizeof(other)) == 0 && (b2 = take(c, 1, other)) &&
+			    b2->file)
+				unseen(b2->fd);
+			return false;
+		}
+		/* FICLONE or FICLONERANGE: as a copy */
 		bool range = (unsigned)a[1] == FICLONERANGE;
 		struct file_clone_range cr;
 		if (range && (*r = peek(c, &cr, a[2], sizeof(cr))) != 0)

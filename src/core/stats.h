@@ -23,7 +23,7 @@ enum tdax_fallback {
 	TDAX_FB_UNSEEN_WRITE,  /* the file changed size behind tdax (a writer it did not see) */
 	TDAX_FB_MMAP,          /* a shared writable mapping of the file */
 	TDAX_FB_STDIO,         /* a stdio stream on the file */
-	TDAX_FB_COPY,          /* copy_file_range, sendfile, splice or a clone (FICLONE) into the file */
+	TDAX_FB_COPY,          /* copy_file_range, sendfile, splice, a clone (FICLONE) or an XFS ioctl (fsioctl.h) */
 	TDAX_FB_DIRECT,        /* an O_DIRECT writer */
 	TDAX_FB_WB_ERROR,      /* a background sync failed: data kept, error reported */
 	TDAX_FB_UNREGISTERED,  /* file table full or path too long */

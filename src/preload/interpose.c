@@ -44,6 +44,7 @@
 #include "preload/fault.h"
 #include "preload/start.h"
 #include "preload/state.h"
+#include "core/fsioctl.h"
 #include "core/sys.h"
 #include "core/trace.h"
 #include "core/util.h"
@@ -475,15 +476,36 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 	return r;
 }
 
+/* The file of fd, if tdax keeps it, off the log before a file system
+ * ioctl changes its bytes (fsioctl.h). */
+static void off_the_log(int fd)
+{
+	const struct tdax_fd *e = managed(fd);
+	if (e)
+		tdax_mode_of(e)->lost_sight(fd, e, TDAX_FB_COPY);
+}
+
 /* A clone of another file's blocks into fd (FICLONE, FICLONERANGE: XFS
  * and btrfs share them; ext4 refuses): bytes the kernel moved in, as a
- * copy's. Every other request goes straight to the kernel. */
+ * copy's. A request that changes bytes otherwise (fsioctl.h) takes the
+ * files it changes off the log first. Every other request goes straight
+ * to the kernel. */
 EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
 	va_start(ap, req);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	int changes = tdax_fs_ioctl_changes(req);
+	if (changes && tdax_on()) {
+		struct iovec other = { arg, sizeof(int32_t) };
+		tdax_promoted_settle_fd(fd);
+		off_the_log(fd);
+		if (changes == 2 && tdax_fault_readable(&other, 1)) { /* else the kernel says EFAULT */
+			tdax_promoted_settle_fd(*(int32_t *)arg);
+			off_the_log(*(int32_t *)arg);
+		}
+	}
 	if ((unsigned)req != FICLONE && (unsigned)req != FICLONERANGE)
 		return TDAX_REAL(ioctl)(fd, req, arg);
 	struct iovec range = { arg, sizeof(struct file_clone_range) };

@@ -27,6 +27,7 @@
 #include "preload/manage.h"
 #include "preload/start.h"
 #include "preload/state.h"
+#include "core/fsioctl.h"
 #include "core/sys.h"
 
 /* A descriptor tdax serve-syscalls borrowed from the command it serves
@@ -135,7 +136,7 @@ EXPORT long syscall(long nr, ...)
 		tdax_go_blind();
 		return tdax_syscall(nr, a, b, c, d, e, f);
 	case SYS_ioctl:
-		if ((unsigned)b == FICLONE || (unsigned)b == FICLONERANGE)
+		if ((unsigned)b == FICLONE || (unsigned)b == FICLONERANGE || tdax_fs_ioctl_changes((unsigned long)b))
 			return ioctl((int)a, (unsigned long)b, (void *)c);
 		break;
 	case SYS_unshare:
