@@ -101,7 +101,8 @@ class Disk:
             if (self.fuse / "disk").exists():
                 break
             time.sleep(0.01)
-        self.loop = sh("losetup", "-f", "--show", self.fuse / "disk").stdout.strip()
+        self.loop_before, self.loop = getattr(self, "loop", None), \
+            sh("losetup", "-f", "--show", self.fuse / "disk").stdout.strip()
         sh("blockdev", "--flushbufs", self.loop)  # no page of an earlier attachment
 
     def mount(self):
@@ -152,7 +153,19 @@ class Disk:
         self.daemon.wait(timeout=30)
 
     def reboot(self):
-        self.attach()
+        """The disk comes back -- under another device number, as a disk
+        may after a real reboot (loop devices, NVMe enumeration,
+        device-mapper): its old loop device is held meanwhile, so recovery
+        never leans on the number (XFS's f_fsid is the number)."""
+        placeholder = self.base / "placeholder"
+        if not placeholder.exists():
+            placeholder.write_bytes(b"\0" * 65536)
+        held = sh("losetup", self.loop, placeholder, check=False).returncode == 0
+        try:
+            self.attach()
+        finally:
+            if held:
+                sh("losetup", "-d", self.loop_before, check=False)
         self.mount()
 
 
