@@ -32,7 +32,8 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,
                                         raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
-                                        redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept]
+                                        redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept,
+                                        sqlite-delete-xfs,rocksdb-xfs]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -376,8 +377,11 @@ def start(app, d, oracle, device, env, tdax):
     # APP-intercept:
     # under policy always with every file call trapped by the seccomp filter
     # and made by tdax's supervisor (--intercept syscall: what a Go program
-    # or a static binary runs under; docs/durability.md).
+    # or a static binary runs under; docs/durability.md). APP-xfs: APP on
+    # XFS (its f_fsid is its device number, its creates and removals are
+    # journaled as XFS does them).
     policy = []
+    app = app.removesuffix("-xfs")  # (its disk's file system: round_)
     if app.endswith("-bypass-default"):
         policy, app = ["--mode", "bypass"], app.removesuffix("-bypass-default")
     if app.endswith("-bypass-small"):
@@ -649,7 +653,8 @@ def round_(app, fault, seed, control, base):
         sh(TDAX, "set", "--device", device, "granularity_order=1")
     oracle = base / "oracle"
     oracle.write_bytes(b"")  # the workload opens it without O_CREAT (workloads.open_oracle)
-    disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed)
+    disk = Disk(base, "keep-random" if fault == "cut-random" else "lose-all", seed,
+                fs="xfs" if app.endswith("-xfs") else "ext4")
     procs = []
     try:
         d = disk.mnt / "app"
@@ -801,7 +806,8 @@ def main():
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,"
                     "raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
-                    "redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept")
+                    "redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept,"
+                    "sqlite-delete-xfs,rocksdb-xfs")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")
