@@ -961,6 +961,42 @@ static void split(struct call *c, const char *why)
 	not_followed(c, why);
 }
 
+/*
+ * An open for writing the supervisor may not make (another user or groups:
+ * may_act_for) goes to the kernel, and the descriptor it gets is a low
+ * number, its writes unseen -- harmless for a file nobody else's sync is
+ * answered for, not for one tdax keeps: a served process's light sync
+ * would not cover them (another writer's bytes, which a sync of the file
+ * promises too). Does the open reach such a file -- a regular one, or one
+ * it would create, on a file system tdax manages? Looked at here without
+ * opening it (O_PATH); in doubt, yes.
+ */
+static bool opens_a_kept_file(struct call *c, int dirfd, uint64_t path_at, int flags)
+{
+	char path[PATH_MAX];
+	if (peek_path(c, path_at, path) != 0)
+		return false; /* the kernel fails it */
+	int dir = their_dir(c, 0, dirfd, path);
+	if (dir == -1)
+		return true;
+	int fd = openat(dir, path, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
+	bool made = fd < 0 && errno == ENOENT && (flags & O_CREAT);
+	if (made) {
+		char *slash = strrchr(path, '/'); /* the directory it would be made in */
+		if (slash)
+			slash[slash == path] = '\0';
+		fd = openat(dir, slash ? path : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return errno != ENOENT && errno != ENOTDIR;
+	struct stat st;
+	struct statfs sf;
+	bool kept = fstat(fd, &st) != 0 || fstatfs(fd, &sf) != 0 ||
+		    ((made ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && !tdax_fs_unmanaged((long)sf.f_type));
+	close(fd);
+	return kept;
+}
+
 /* Make the call: its result or -errno into *r; false to let the kernel
  * make it instead. */
 static bool make(struct call *c, long *r)
@@ -1092,9 +1128,13 @@ static bool make(struct call *c, long *r)
 	case SYS_open_by_handle_at: {
 		/* An open for writing by a file handle (the filter's): made here
 		 * too, for a caller with the supervisor's capabilities (the
-		 * kernel asks for CAP_DAC_READ_SEARCH: may_act_for). */
-		if (!may_act_for(c))
+		 * kernel asks for CAP_DAC_READ_SEARCH: may_act_for); another's
+		 * is the kernel's, its writes unseen, as in opens_a_kept_file. */
+		if (!may_act_for(c)) {
+			split(c, "an open by handle by another user or groups than the supervisor's, made "
+				 "by the kernel: its writes are unseen");
 			return false;
+		}
 		union {
 			struct file_handle h;
 			char bytes[sizeof(struct file_handle) + MAX_HANDLE_SZ];
@@ -1112,13 +1152,16 @@ static bool make(struct call *c, long *r)
 		return opened(c, fd, added, (int)a[2], r);
 	}
 	case SYS_open: case SYS_openat: case SYS_creat: {
-		if (!may_act_for(c))
-			return false;
 		int dirfd = nr == SYS_openat ? (int)a[0] : AT_FDCWD;
 		uint64_t at = nr == SYS_openat ? a[1] : a[0];
 		int flags = nr == SYS_creat ? O_CREAT | O_WRONLY | O_TRUNC : (int)(nr == SYS_openat ? a[2] : a[1]);
 		mode_t mode = (mode_t)(nr == SYS_openat ? a[3] : a[nr == SYS_creat ? 1 : 2]);
-		return open_for(c, dirfd, at, flags, mode, r);
+		if (may_act_for(c))
+			return open_for(c, dirfd, at, flags, mode, r);
+		if (opens_a_kept_file(c, dirfd, at, flags))
+			split(c, "an open for writing by another user or groups than the supervisor's, "
+				 "made by the kernel: its writes are unseen");
+		return false;
 	}
 	case SYS_dup2: case SYS_dup3: {
 		int from = (int)a[0], to = (int)a[1];

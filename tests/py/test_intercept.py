@@ -553,6 +553,74 @@ def test_a_file_of_proc_through_a_symbolic_link_is_the_callers_under_the_filter(
     assert (p.returncode, p.stdout) == (0, "renamed-me\n"), p.stderr
 
 
+# argv: directory, file in it (8 KiB, mode 0666, made durable before). B
+# over the file, synced (light under policy always); a child that becomes
+# another user (nobody) writes C over its first 4 KiB through an open of
+# its own (at the directory's descriptor: the way there may be closed to
+# nobody); the parent's fdatasync then acknowledges that write too.
+OTHER_USER = r"""
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char buf[8192];
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+int main(int argc, char **argv) {
+	(void)argc;
+	int dir = open(argv[1], O_RDONLY | O_DIRECTORY), fd = openat(dir, argv[2], O_RDWR);
+	must(dir >= 0 && fd >= 0, "open");
+	memset(buf, 'B', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	pid_t child = fork();
+	if (child == 0) {
+		must(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, "nobody");
+		int mine = openat(dir, argv[2], O_WRONLY);
+		memset(buf, 'C', 4096);
+		must(mine >= 0 && pwrite(mine, buf, 4096, 0) == 4096, "C");
+		_exit(0);
+	}
+	int st;
+	must(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && !WEXITSTATUS(st), "child");
+	must(fdatasync(fd) == 0, "fdatasync");
+	printf("acked\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+"""
+
+
+def test_an_open_by_another_user_makes_the_supervisor_follow_no_more(dev, voldisk, tmp_path_factory):
+    """An open for writing by a process of another user than the
+    supervisor's is the kernel's (the supervisor never acts with rights
+    the caller lacks): its writes are unseen. Before 2026-11-27 a served
+    process's light sync of the same file then acknowledged such a write
+    that a power cut lost. The supervisor follows no more (every sync
+    real) once such an open reaches a file it could keep."""
+    f = voldisk.mnt / "f"
+    with open(f, "wb") as out:
+        out.write(b"A" * 8192)
+        os.fsync(out.fileno())
+    os.chmod(f, 0o666)
+    dirfd = os.open(voldisk.mnt, os.O_RDONLY)
+    os.fsync(dirfd)
+    os.close(dirfd)
+    prog = build_static(tmp_path_factory, "otheruser", OTHER_USER)
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", "syscall",
+                          "--", str(prog), str(voldisk.mnt), "f"], env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0",
+                                                         "TDAX_QUIET": "0"},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line == "acked\n", line + p.stderr.read()
+    expect = b"C" * 4096 + b"B" * 4096
+    assert f.read_bytes() == expect, "the case did not do what it says"
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == expect, "acknowledged data lost"
+    assert "another user or groups" in p.stderr.read()
+
+
 def test_an_open_that_waits_waits_in_the_caller_under_the_filter(dev, diskdir):
     """Opens of FIFOs without a reader wait until one comes. Made by the
     supervisor, each held one of its two servers: with two such writers
