@@ -153,6 +153,13 @@ class Disk:
             sh("fusermount3", "-u", "-z", self.fuse, check=False)
         self.daemon.wait(timeout=30)
 
+    def destroy(self):
+        """Detach, and remove the disk's image: a test's volatile disk is
+        fully allocated on the host (256 or 512 MiB), and pytest keeps the
+        temporary directories of its last three runs."""
+        self.detach()
+        self.image.unlink(missing_ok=True)
+
     def reboot(self):
         """The disk comes back -- under another device number, as a disk
         may after a real reboot (loop devices, NVMe enumeration,

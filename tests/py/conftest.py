@@ -109,7 +109,7 @@ def voldisk(tmp_path):
     os.chmod(tmp_path, 0o755)
     disk = crashtest.Disk(tmp_path, "lose-all", 1)
     yield disk
-    disk.detach()
+    disk.destroy()
 
 
 def build_both(tmp_path_factory, name, source, *flags):

@@ -60,7 +60,7 @@ def xfsdisk(tmp_path):
     os.chmod(tmp_path, 0o755)
     disk = crashtest.Disk(tmp_path, "lose-all", 1, fs="xfs")
     yield disk
-    disk.detach()
+    disk.destroy()
 
 
 @pytest.fixture(scope="module")

@@ -72,4 +72,4 @@ def test_a_disk_back_under_another_device_number_keeps_its_files_known(dev, tmp_
         assert outcomes.get(str(f)) == "recovered", outcomes
         assert f.read_bytes() == b"B" * 8192, f"acknowledged data lost ({fs}, {how}, --intercept {intercept})"
     finally:
-        disk.detach()
+        disk.destroy()
