@@ -654,11 +654,13 @@ static char *buffer(size_t len)
 	return buf;
 }
 
-/* The bytes of a write (addr, len) or of an iovec array: into a buffer;
- * *len is what was gathered (at most MAX_WRITE: the write is then short). */
-static long gather(struct call *c, uint64_t addr, size_t *len, int iovcnt, char **out)
+/* The bytes of a write (addr, len) or of an iovec array, past its first
+ * skip ones: into a buffer; *len is what was gathered (at most MAX_WRITE:
+ * the rest comes in the next call), *whole the write's length. */
+static long gather(struct call *c, uint64_t addr, size_t *len, int iovcnt, size_t skip, size_t *whole,
+		   char **out)
 {
-	struct iovec remote[IOV_MAX];
+	struct iovec remote[IOV_MAX], *rv = remote;
 	size_t total = 0;
 	int n = 0;
 	if (iovcnt < 0) {
@@ -672,13 +674,20 @@ static long gather(struct call *c, uint64_t addr, size_t *len, int iovcnt, char 
 		for (n = 0; n < iovcnt; n++)
 			total += remote[n].iov_len;
 	}
+	*whole = total;
+	for (total -= skip; n && skip >= rv->iov_len; n--)
+		skip -= rv++->iov_len;
+	if (n) {
+		rv->iov_base = (char *)rv->iov_base + skip;
+		rv->iov_len -= skip;
+	}
 	if (total > MAX_WRITE) {
 		size_t keep = MAX_WRITE;
 		int i = 0;
-		for (; i < n && remote[i].iov_len <= keep; i++)
-			keep -= remote[i].iov_len;
+		for (; i < n && rv[i].iov_len <= keep; i++)
+			keep -= rv[i].iov_len;
 		if (i < n)
-			remote[i++].iov_len = keep;
+			rv[i++].iov_len = keep;
 		n = i;
 		total = MAX_WRITE;
 	}
@@ -689,14 +698,14 @@ static long gather(struct call *c, uint64_t addr, size_t *len, int iovcnt, char 
 	 * writes those (EFAULT if none): process_vm_readv stops at the first
 	 * element it cannot read whole, which is then read a page at a time. */
 	struct iovec local = { buf, total };
-	ssize_t got = total ? process_vm_readv(c->pid, &local, 1, remote, (unsigned long)n, 0) : 0;
+	ssize_t got = total ? process_vm_readv(c->pid, &local, 1, rv, (unsigned long)n, 0) : 0;
 	moved(c, got, total);
 	size_t have = got > 0 ? (size_t)got : 0;
 	if (have < total) {
 		int k = 0;
-		for (size_t at = 0; at + remote[k].iov_len <= have; k++)
-			at += remote[k].iov_len;
-		uint64_t from = (uint64_t)(uintptr_t)remote[k].iov_base, end = from + remote[k].iov_len;
+		for (size_t at = 0; at + rv[k].iov_len <= have; k++)
+			at += rv[k].iov_len;
+		uint64_t from = (uint64_t)(uintptr_t)rv[k].iov_base, end = from + rv[k].iov_len;
 		while (from < end) {
 			size_t page = (size_t)(4096 - (from & 4095));
 			size_t chunk = end - from < page ? (size_t)(end - from) : page;
@@ -1013,19 +1022,34 @@ static bool make(struct call *c, long *r)
 			return errno != EBADF ? false : (*r = -EBADF, true);
 		if (!b->file)
 			return false;
+		/* A write larger than the supervisor's buffer (MAX_WRITE) is
+		 * made a piece at a time, as whole as the kernel makes it: a
+		 * short count only where the kernel's would be short. */
 		bool vec = nr != SYS_write && nr != SYS_pwrite64;
-		len = vec ? 0 : (size_t)a[2];
-		if ((*r = gather(c, a[1], &len, vec ? (int)a[2] : -1, &buf)) != 0)
-			return true;
-		if (nr == SYS_write || nr == SYS_writev)
-			*r = result(write(b->fd, buf, len));
-		else if (nr == SYS_pwrite64)
-			*r = result(pwrite(b->fd, buf, len, (off_t)a[3]));
-		else {
-			struct iovec one = { buf, len };
-			int flags = nr == SYS_pwritev2 ? (int)a[5] : 0;
-			*r = result(pwritev2(b->fd, &one, 1, (off_t)a[3], flags));
+		size_t done = 0, whole;
+		for (;;) {
+			len = vec ? 0 : (size_t)a[2];
+			long e = gather(c, a[1], &len, vec ? (int)a[2] : -1, done, &whole, &buf);
+			/* (pwritev2 at -1: at the file's position, as write) */
+			off_t at = (off_t)a[3] == -1 && nr == SYS_pwritev2 ? -1 : (off_t)a[3] + (off_t)done;
+			ssize_t w = -1;
+			if (e == 0 && (nr == SYS_write || nr == SYS_writev))
+				w = write(b->fd, buf, len);
+			else if (e == 0 && nr == SYS_pwrite64)
+				w = pwrite(b->fd, buf, len, at);
+			else if (e == 0) {
+				struct iovec one = { buf, len };
+				w = pwritev2(b->fd, &one, 1, at, nr == SYS_pwritev2 ? (int)a[5] : 0);
+			}
+			if (e != 0 || w < 0) {
+				*r = done ? (long)done : e ? e : -errno;
+				return true;
+			}
+			done += (size_t)w;
+			if ((size_t)w < len || done >= whole)
+				break;
 		}
+		*r = (long)done;
 		return true;
 	}
 	case SYS_fsync: case SYS_fdatasync: case SYS_ftruncate: case SYS_fallocate:

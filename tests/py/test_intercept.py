@@ -621,6 +621,47 @@ def test_an_open_by_another_user_makes_the_supervisor_follow_no_more(dev, voldis
     assert "another user or groups" in p.stderr.read()
 
 
+# argv: file. 96 MiB of a pattern by write, then again by pwrite past
+# them, then by a writev of three pieces at the end: what each returned.
+BIG_WRITES = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#define N (96 << 20)
+int main(int argc, char **argv) {
+	(void)argc;
+	unsigned char *buf = malloc(N);
+	for (size_t i = 0; i < N; i++)
+		buf[i] = (unsigned char)(i % 251);
+	int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (!buf || fd < 0)
+		return 1;
+	struct iovec v[3] = { { buf, 1 << 20 }, { buf + (1 << 20), 70 << 20 }, { buf + (71 << 20), 25 << 20 } };
+	ssize_t w = write(fd, buf, N), p = pwrite(fd, buf, N, N);
+	lseek(fd, 0, SEEK_END);
+	printf("%zd %zd %zd\n", w, p, writev(fd, v, 3));
+	return 0;
+}
+"""
+
+
+def test_a_write_larger_than_the_supervisors_buffer_is_made_whole(dev, diskdir, tmp_path_factory):
+    """The supervisor reads a write's bytes into a buffer of 64 MiB: a
+    larger write was made short (until 2026-11-27), where the kernel makes
+    it whole -- and a program that does not loop on a short write of a
+    regular file (many do not) lost the rest. Made a piece at a time now."""
+    prog = build_static(tmp_path_factory, "bigwrites", BIG_WRITES)
+    f = diskdir / "f"
+    p = run(TDAX, "run", "--device", dev, "--intercept", "syscall", "--", prog, f, env=TDAX_ENV)
+    n = 96 << 20
+    assert (p.returncode, p.stdout) == (0, f"{n} {n} {n}\n"), p.stderr
+    pattern = bytes(i % 251 for i in range(251))
+    one = (pattern * (n // 251 + 1))[:n]
+    assert f.read_bytes() == one * 3
+
+
 def test_an_open_that_waits_waits_in_the_caller_under_the_filter(dev, diskdir):
     """Opens of FIFOs without a reader wait until one comes. Made by the
     supervisor, each held one of its two servers: with two such writers
