@@ -123,6 +123,30 @@ def build_both(tmp_path_factory, name, source, *flags):
     return d
 
 
+# The head of a C program acked_under_tdax runs: must() fails it with the
+# call's error; acked() says "acked" (what it wrote and synced) and waits
+# for the kill. (_GNU_SOURCE first: it must come before any header.)
+ACKED_C = r"""#define _GNU_SOURCE
+#include <stdio.h>
+#include <unistd.h>
+static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
+static void acked(void) { printf("acked\n"); fflush(stdout); pause(); }
+"""
+
+
+def made_durable(directory, files):
+    """Files {path: bytes} in directory, made durable without tdax (each
+    synced, then the directory): their creation is not what a test is
+    about."""
+    for path, data in files.items():
+        with open(path, "wb") as out:
+            out.write(data)
+            os.fsync(out.fileno())
+    dirfd = os.open(directory, os.O_RDONLY)
+    os.fsync(dirfd)
+    os.close(dirfd)
+
+
 def acked_under_tdax(dev, progs, name, intercept, *args):
     """Program `name` of build_both's directory progs (its static build
     under --intercept syscall) run with args under tdax, --policy always,

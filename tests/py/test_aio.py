@@ -9,11 +9,11 @@ replayed over it."""
 
 import pytest
 
-from conftest import acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) written asynchronously, then fdatasync.
-AIO = r"""
+AIO = ACKED_C + r"""
 #include <aio.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,6 @@ AIO = r"""
 #include <sys/uio.h>
 #include <unistd.h>
 static char buf[8192];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	const char *how = argv[1];
 	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
@@ -62,10 +61,7 @@ int main(int argc, char **argv) {
 		}
 	}
 	must(fdatasync(fd) == 0, "fdatasync");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 

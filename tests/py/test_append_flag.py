@@ -13,11 +13,11 @@ kernel made it."""
 
 import pytest
 
-from conftest import acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A (256 bytes) written and synced three times (a lease
 # under tdax); then O_APPEND set (how), and B (128 bytes) by pwrite at 0.
-APPEND = r"""
+APPEND = ACKED_C + r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,7 +25,6 @@ APPEND = r"""
 #include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	char a[256], b[128];
 	memset(a, 'A', sizeof(a));
@@ -47,10 +46,7 @@ int main(int argc, char **argv) {
 	}
 	/* O_APPEND on the open file: Linux ignores pwrite's offset, B lands at the end */
 	must(pwrite(fd, b, 128, 0) == 128 && fdatasync(fd) == 0, "B");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 

@@ -14,13 +14,13 @@ import os
 import pytest
 
 import crashtest
-from conftest import TDAX, acked_under_tdax, build_both, killed_and_cut, run
+from conftest import ACKED_C, TDAX, acked_under_tdax, build_both, killed_and_cut, made_durable, run
 
 # argv: how, file, source (both made durable before: see the test). The
 # file: A then B (8 KiB each, synced: light under policy always); then a
 # clone of the source's 4 KiB of C over the file's second block, and
 # fdatasync.
-CLONE = r"""
+CLONE = ACKED_C + r"""
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -29,7 +29,6 @@ CLONE = r"""
 #include <sys/syscall.h>
 #include <unistd.h>
 static char buf[8192];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	const char *how = argv[1];
 	int fd = open(argv[2], O_RDWR), src = open(argv[3], O_RDONLY);
@@ -44,10 +43,7 @@ int main(int argc, char **argv) {
 	else                                        /* syscall(2) */
 		must(syscall(SYS_ioctl, fd, FICLONERANGE, &r) == 0, "FICLONERANGE");
 	must(fdatasync(fd) == 0, "fdatasync");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 
@@ -74,13 +70,7 @@ def test_a_clone_into_a_file_makes_its_sync_real_and_nothing_acknowledged_is_los
     f, src = xfsdisk.mnt / "f", xfsdisk.mnt / "src"
     # Made durable without tdax: files the program creates under tdax have
     # creation records, whose recovery on XFS is not this test's subject.
-    for path, data in ((f, b""), (src, b"C" * 4096)):
-        with open(path, "wb") as out:
-            out.write(data)
-            os.fsync(out.fileno())
-    dirfd = os.open(xfsdisk.mnt, os.O_RDONLY)
-    os.fsync(dirfd)
-    os.close(dirfd)
+    made_durable(xfsdisk.mnt, {f: b"", src: b"C" * 4096})
     p = acked_under_tdax(dev, progs, "clone", intercept, how, f, src)
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, xfsdisk)
@@ -92,7 +82,7 @@ def test_a_clone_into_a_file_makes_its_sync_real_and_nothing_acknowledged_is_los
 # synced: light under policy always); then an XFS ioctl that changes its
 # first 4 KiB without a write -- zeroes them, punches them out, or swaps
 # them with the other file's -- and fdatasync.
-FS_IOCTL = r"""
+FS_IOCTL = ACKED_C + r"""
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,7 +96,6 @@ struct exch { int32_t file1_fd; uint32_t pad; uint64_t file1_offset, file2_offse
 #define UNRESVSP64 _IOW('X', 43, struct flock64x)
 #define EXCHANGE_RANGE _IOW('X', 129, struct exch)
 static char buf[8192];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	(void)argc;
 	const char *how = argv[1];
@@ -127,10 +116,7 @@ int main(int argc, char **argv) {
 	else /* (EOPNOTSUPP where mkfs.xfs did not enable it: before 6.10) */
 		ioctl(fd, EXCHANGE_RANGE, &x);
 	must(fdatasync(fd) == 0 && fdatasync(other) == 0, "fdatasync");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 
@@ -152,13 +138,7 @@ def test_an_xfs_ioctl_that_changes_bytes_takes_the_file_off_the_log(dev, xfsdisk
     off the log, whether this XFS can make it or not (mkfs.xfs before 6.10
     does not enable it)."""
     f, other = xfsdisk.mnt / "f", xfsdisk.mnt / "other"
-    for path, data in ((f, b""), (other, b"C" * 4096)):
-        with open(path, "wb") as out:
-            out.write(data)
-            os.fsync(out.fileno())
-    dirfd = os.open(xfsdisk.mnt, os.O_RDONLY)
-    os.fsync(dirfd)
-    os.close(dirfd)
+    made_durable(xfsdisk.mnt, {f: b"", other: b"C" * 4096})
     p = acked_under_tdax(dev, ioctl_progs, "fsioctl", intercept, how, f, other)
     expect, expect_other = f.read_bytes(), other.read_bytes()
     if how == "exchange":

@@ -13,17 +13,16 @@ import os
 import pytest
 
 import crashtest
-from conftest import TDAX, acked_under_tdax, build_both, run
+from conftest import ACKED_C, TDAX, acked_under_tdax, build_both, made_durable, run
 
 # argv: file, "create" or "open". Writes A then B over the file (8 KiB
 # each, synced: light under policy always).
-WRITER = r"""
+WRITER = ACKED_C + r"""
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 static char buf[8192];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	(void)argc;
 	int fd = open(argv[1], strcmp(argv[2], "create") ? O_RDWR : O_RDWR | O_CREAT | O_EXCL, 0644);
@@ -32,10 +31,7 @@ int main(int argc, char **argv) {
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fdatasync(fd) == 0, "A");
 	memset(buf, 'B', sizeof(buf));
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fdatasync(fd) == 0, "B");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 
@@ -53,11 +49,7 @@ def test_a_disk_back_under_another_device_number_keeps_its_files_known(dev, tmp_
     try:
         f = disk.mnt / "f"
         if how == "open":  # its creation durable: recovery finds it where it was
-            with open(f, "wb") as out:
-                os.fsync(out.fileno())
-            dirfd = os.open(disk.mnt, os.O_RDONLY)
-            os.fsync(dirfd)
-            os.close(dirfd)
+            made_durable(disk.mnt, {f: b""})
         p = acked_under_tdax(dev, progs, "writer", intercept, f, how)
         assert f.read_bytes() == b"B" * 8192, "the case did not do what it says"
         before = os.stat(disk.mnt).st_dev

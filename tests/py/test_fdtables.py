@@ -14,13 +14,13 @@ Killed, power cut: X has both writes, Z only its own."""
 
 import pytest
 
-from conftest import acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, X, Z. how: unshare (libc), unshare-syscall (syscall(2)),
 # close-range (close_range with CLOSE_RANGE_UNSHARE),
 # clone (libc's clone: CLONE_VM, a process of its own), thread (clone with
 # CLONE_VM and CLONE_THREAD, no CLONE_FILES).
-FDTABLES = r"""
+FDTABLES = ACKED_C + r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -37,7 +37,6 @@ FDTABLES = r"""
 static const char *how, *zpath;
 static int x;
 static atomic_int done;
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 static int other(void *arg) {           /* its own table: X's number becomes Z's */
 	(void)arg;
 	if (!strcmp(how, "unshare"))
@@ -82,10 +81,7 @@ int main(int argc, char **argv) {
 		must(pthread_create(&t, NULL, thread, NULL) == 0 && pthread_join(t, &r) == 0 && !r, "thread");
 	}
 	must(pwrite(x, b, 128, 128) == 128 && fdatasync(x) == 0, "B");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 

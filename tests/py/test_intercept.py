@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, PY, TDAX, TDAX_ENV, info, killed_and_cut, run
+from conftest import BUILD, PY, TDAX, TDAX_ENV, info, killed_and_cut, made_durable, run
 
 ORACLE = BUILD / "tests" / "tdax-oracle"
 
@@ -600,13 +600,8 @@ def test_an_open_by_another_user_makes_the_supervisor_follow_no_more(dev, voldis
     that a power cut lost. The supervisor follows no more (every sync
     real) once such an open reaches a file it could keep."""
     f = voldisk.mnt / "f"
-    with open(f, "wb") as out:
-        out.write(b"A" * 8192)
-        os.fsync(out.fileno())
+    made_durable(voldisk.mnt, {f: b"A" * 8192})
     os.chmod(f, 0o666)
-    dirfd = os.open(voldisk.mnt, os.O_RDONLY)
-    os.fsync(dirfd)
-    os.close(dirfd)
     prog = build_static(tmp_path_factory, "otheruser", OTHER_USER)
     p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", "syscall",
                           "--", str(prog), str(voldisk.mnt), "f"], env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0",

@@ -10,12 +10,12 @@ are there."""
 
 import pytest
 
-from conftest import acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A: 256 bytes written and synced (light under policy
 # always); B: 128 bytes over its second half through the second open;
 # then fdatasync through the first descriptor.
-REOPEN = r"""
+REOPEN = ACKED_C + r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -25,7 +25,6 @@ REOPEN = r"""
 #include <sys/syscall.h>
 #include <unistd.h>
 static char a[256], b[128];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	memset(a, 'A', sizeof(a));
 	memset(b, 'B', sizeof(b));
@@ -56,10 +55,7 @@ int main(int argc, char **argv) {
 		must(pwrite(by, b, 128, 128) == 128, "B");
 	}
 	must(fdatasync(fd) == 0, "sync");
-	printf("acked\n");
-	fflush(stdout);
-	pause();
-	return 0;
+	acked();
 }
 """
 
