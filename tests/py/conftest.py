@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,6 +79,19 @@ def tdax_run(device, code, *args, policy="always", env=None, check=0, **kw):
 
 def info(device):
     return json.loads(run(TDAX, "device", "info", "--device", device, "--json", check=0).stdout)
+
+
+def counters_once(device, done, timeout=10.0):
+    """The device's counters once done(counters) holds, or as they are after
+    timeout seconds (the caller asserts): a running process's counts reach
+    the device at its write-back thread's next pass, 10 ms apart, later on
+    a loaded machine."""
+    end = time.monotonic() + timeout
+    while True:
+        c = info(device)["counters"]
+        if done(c) or time.monotonic() > end:
+            return c
+        time.sleep(0.02)
 
 
 def power_cut(device, path):

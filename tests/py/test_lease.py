@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from conftest import PY, info, started, tdax_run
+from conftest import PY, counters_once, info, started, tdax_run
 
 # Opens the file (argv[1]) and appends 20 x 100 B with a sync after each:
 # a lightweight sync takes the lease once the write-back thread is there.
@@ -225,6 +225,7 @@ time.sleep(600)
     with started(dev, code, path, who) as p:
         assert p.stdout.readline().strip() == "forked", p.stderr.read()
         time.sleep(0.2)  # past the retry interval of a lease
+        counters_once(dev, lambda c: c["light_syncs"] >= 40)  # (a kill loses what is not there)
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
         assert append_without_tdax(path) < 0.5

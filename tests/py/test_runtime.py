@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PY, TDAX, TDAX_ENV, info, power_cut, run, started, tdax_run
+from conftest import PY, TDAX, TDAX_ENV, counters_once, info, power_cut, run, started, tdax_run
 
 # A workload that makes the file (a real sync: its creation is metadata),
 # then appends records with a sync after each, printing each acknowledged
@@ -55,12 +55,10 @@ def run_until_done(device, path, n, mode, policy="always", env=None, syncs=None)
         if line.strip() == "done":
             break
         acked.append(int(line))
-    # Counters reach the device every write-back interval (10 ms; later on
-    # a loaded machine).
-    for _ in range(100 if syncs else 2):
-        time.sleep(0.05)
-        if syncs and info(device)["counters"]["light_syncs"] >= syncs:
-            break
+    if syncs:
+        counters_once(device, lambda c: c["light_syncs"] >= syncs)
+    else:
+        time.sleep(0.1)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     return acked
