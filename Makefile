@@ -20,6 +20,8 @@ CORE    := $(filter-out $(TESTAID),$(patsubst src/%.c,%,$(wildcard src/core/*.c)
 POLICY  := $(patsubst src/%.c,%,$(wildcard src/policy/*.c))
 PRELOAD := $(patsubst src/%.c,%,$(wildcard src/preload/*.c))
 CLI     := $(patsubst src/%.c,%,$(wildcard src/cli/*.c))
+# The prototypes of the ways to see raw system calls (bench/intercept/).
+PROTOS  := $(patsubst bench/intercept/%.c,%,$(wildcard bench/intercept/*.c))
 CORE_O  := $(CORE:%=$(B)/obj/%.o) $(POLICY:%=$(B)/obj/%.o)
 PRELOAD_O := $(PRELOAD:%=$(B)/obj/%.o)
 CLI_O   := $(CLI:%=$(B)/obj/%.o)
@@ -37,7 +39,7 @@ HDRS    := $(wildcard src/*/*.h) include/tdax.h tests/c/harness.h
 
 .SECONDARY:
 .PHONY: all deps install uninstall deb FORCE test check-layers test-c test-fuzz test-crash test-py test-cpython test-vm vmtest crashtest fuzz demo bench bench-deps bench-log bench-pages bench-runtime bench-intercept bench-policy bench-dual-path sim-doc clean
-all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-daxlog $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client
+all: $(B)/bin/tdax $(B)/lib/libtdax.so $(B)/lib/libtdaxtrack.so $(T)/bin/tdax $(T)/lib/libtdax.so $(T)/venv $(B)/bench $(CTESTS:%=$(B)/tests/%) $(CTESTS:%=$(B)/san/%) $(B)/tsan/test_log $(B)/bin/tdax-logbench $(B)/bin/tdax-appendloop $(B)/bin/tdax-smallfiles $(B)/bin/tdax-windows $(B)/tests/logwriter $(B)/tests/sizes $(B)/tests/tdax-vforkclose $(B)/tests/tdax-voldisk $(B)/tests/tdax-oracle $(B)/tests/tdax-daxlog $(B)/tests/tdax-pmorder $(B)/tests/tdax-rocksdb-client $(PROTOS:%=$(B)/bin/tdax-proto-%)
 
 # The version (VERSION) and build (the commit) `tdax --version` prints.
 $(B)/gen/version.h: FORCE
@@ -309,11 +311,16 @@ bench-dual-path: deps
 $(B)/bin/tdax-proto-%: bench/intercept/%.c
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) -pthread $< -o $@
+$(B)/bin/tdax-proto-fuse: bench/intercept/fuse.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) $$(pkg-config --cflags fuse3) $< -o $@ $$(pkg-config --libs fuse3)
 
-bench-intercept: $(B)/bin/tdax-proto-sud $(B)/bin/tdax-proto-notif
+bench-intercept: deps $(PROTOS:%=$(B)/bin/tdax-proto-%)
 	$(B)/bin/tdax-proto-sud
+	$(B)/bin/tdax-proto-zpoline
 	$(B)/bin/tdax-proto-notif
 	SYNC_WAKE=1 $(B)/bin/tdax-proto-notif
+	$(B)/bin/tdax-proto-fuse 20000 /var/tmp
 
 # The packages the benchmark suites need (also installed by `make deps`).
 bench-deps:
