@@ -517,6 +517,7 @@ struct call {
 	struct borrowed *held[2];
 	int dirs[2];       /* descriptors opened for this call, closed after */
 	bool unreadable;   /* its memory could not be read at all (moved) */
+	bool partly;       /* made in part (a big write's pieces): its result stands */
 };
 
 static void not_followed(struct call *c, const char *why);
@@ -1055,6 +1056,7 @@ static bool make(struct call *c, long *r)
 				w = pwritev2(b->fd, &one, 1, at, nr == SYS_pwritev2 ? (int)a[5] : 0);
 			}
 			if (e != 0 || w < 0) {
+				c->partly = done > 0; /* (a short count, as the kernel's may be) */
 				*r = done ? (long)done : e ? e : -errno;
 				return true;
 			}
@@ -1434,9 +1436,9 @@ static void serve(struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 		made = make(&c, &r);
 	else
 		not_followed(&c, why);
-	if (c.unreadable) { /* nothing made: make reads before it acts */
+	if (c.unreadable) { /* make reads before it acts, but for a big write's later pieces */
 		split(&c, "its memory cannot be read (it is not dumpable)");
-		made = false;
+		made = c.partly; /* what was written stays written, once */
 	}
 	pthread_mutex_lock(&lock);
 	let_go(c.held[0]);

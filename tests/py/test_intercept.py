@@ -276,6 +276,51 @@ int main(int argc, char **argv) {
 """
 
 
+# argv: file. 160 MiB of a pattern in one write (the supervisor makes it in
+# pieces of 64 MiB), while another thread makes the process not dumpable
+# as soon as the file has a byte; then the rest, as a program that loops
+# on a short write. Prints what the first write returned and the total.
+BIG_NODUMP = r"""
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define N (160 << 20)
+static const char *path;
+static void *undump(void *arg) {
+	struct stat st;
+	while (stat(path, &st) != 0 || st.st_size == 0)
+		;
+	prctl(PR_SET_DUMPABLE, 0);
+	return arg;
+}
+int main(int argc, char **argv) {
+	(void)argc;
+	path = argv[1];
+	unsigned char *buf = malloc(N);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (!buf || fd < 0)
+		return 1;
+	for (size_t i = 0; i < N; i++)
+		buf[i] = (unsigned char)(i % 251);
+	pthread_t t;
+	pthread_create(&t, NULL, undump, NULL);
+	ssize_t first = write(fd, buf, N), done = first;
+	while (done > 0 && done < N) {
+		ssize_t w = write(fd, buf + done, N - done);
+		if (w <= 0)
+			break;
+		done += w;
+	}
+	pthread_join(t, NULL);
+	printf("%zd %zd\n", first, done);
+	return fdatasync(fd) != 0;
+}
+"""
+
 # A process that gives up a right: argv[1] how (landlock: a sandbox that
 # handles writes to files and allows none; capset: root dropping
 # CAP_DAC_OVERRIDE), argv[2] a file it then may not open for writing.
@@ -733,6 +778,39 @@ def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
     assert (d / "f").read_bytes() == b"hello"
     assert "not dumpable" in p.stderr, p.stderr
 
+
+def test_a_process_made_not_dumpable_during_a_big_write_gets_what_was_written(diskdir):
+    """A write larger than the supervisor's buffer is made a piece at a
+    time; a process made not dumpable meanwhile (another thread's prctl)
+    cannot be read for the next piece. Until 2026-11-28 the call then went
+    to the kernel as made, whole, after the pieces already written: the
+    file got them twice (a write at the file position: 64 MiB more than
+    written, the bytes out of place). Now the write returns what was
+    written (a short count, as the kernel's may be), and the process is
+    left to the kernel from then on."""
+    d = diskdir / "nobody"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    device = f"/dev/shm/tdax-pytest-bignodump-{os.getpid()}"
+    (diskdir / "bignodump.c").write_text(BIG_NODUMP)
+    prog = diskdir / "bignodump"
+    run("cc", "-O2", "-static", "-pthread", "-o", prog, diskdir / "bignodump.c", check=0)
+    n = 160 << 20
+    try:
+        run(TDAX, "device", "create", "--device", device, "--size", "64M", user=65534, check=0)
+        p = run(TDAX, "run", "--device", device, "--intercept", "syscall", "--", prog, d / "f", user=65534,
+                env={**TDAX_ENV, "TDAX_QUIET": "0"})
+    finally:
+        if os.path.exists(device):
+            os.unlink(device)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    first, done = (int(x) for x in p.stdout.split())
+    data = (d / "f").read_bytes()
+    assert len(data) == n, f"{len(data) - n} bytes more than written"
+    assert 0 < first < n and done == n, (p.stdout, "the case did not do what it says")
+    assert "not dumpable" in p.stderr, p.stderr
+    pattern = bytes(i % 251 for i in range(251))
+    assert data == (pattern * (n // 251 + 1))[:n]
 
 @pytest.mark.parametrize("how", ["landlock", "capset"])
 def test_a_process_that_gives_up_a_right_keeps_it_given_up_under_the_filter(dev, diskdir, tmp_path_factory, how):
