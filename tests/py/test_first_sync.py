@@ -107,14 +107,15 @@ fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 os.write(fd, b"f" * 4096); os.close(fd)
 print(os.stat(sys.argv[1]).st_ino)
 """
-    path = diskdir / "d" / "f"
     for attempt in range(10):
-        shutil.rmtree(diskdir / "d", ignore_errors=True)
-        (diskdir / "d").mkdir()
+        # (a path of its own each time: an earlier try's entry stays, and
+        # names its own path)
+        path = diskdir / f"d{attempt}" / "f"
+        path.parent.mkdir()
         old = int(tdax_run(dev, stream, path).stdout)
         before = info(dev)
         assert str(path) in [f["path"] for f in status_files(dev)], "the stream's entry did not stay"
-        shutil.rmtree(diskdir / "d")
+        shutil.rmtree(path.parent)
         if int(tdax_run(dev, fresh, path).stdout) == old:
             break
     else:
