@@ -269,21 +269,26 @@ def test_the_reserve_keeps_transparent_upgrades_out_and_explicit_mappings_in(dev
     """TDAX_EXPLICIT_RESERVE_PCT: past 100 - it % of the log in use no
     transparent upgrade is taken (at 100, none ever: a synced stream stays
     on the kernel path), while a mapping's ranges are upgraded whatever the
-    fill and its persists stay light."""
+    fill and its persists stay light. (An upgrade is decided at a sync and
+    carried out by the write-back thread: the pause after the first 20
+    gives it time on a loaded machine; every sync after it is light.)"""
     code = API + r"""
+import time
 fd, p = open_mapped(sys.argv[1])
 y = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 for i in range(200):
     os.write(y, b"y" * 128)
     os.fdatasync(y)
     assert lib.tdax_persist(*append(p, i)) == 0
+    if i == 19:
+        time.sleep(0.5)
 """
     tdax_run(dev, code, diskdir / "x", diskdir / "y", policy="thesis",
              env={"TDAX_EXPLICIT_RESERVE_PCT": reserve})
     c = counters(dev)
     assert c["persists"] == 200 and c["persists_real"] == 0, c
     if transparent:
-        assert c["light_syncs"] >= 190 and c["upgrades_reserved"] == 0, c
+        assert c["light_syncs"] >= 180 and c["upgrades_reserved"] == 0, c
     else:
         assert c["light_syncs"] == 0 and c["real_syncs"] == 200 and c["upgrades_reserved"] >= 190, c
 
