@@ -23,7 +23,8 @@
  * A call on something that is not a file (a socket, a pipe), or one the
  * supervisor cannot make as the command would, goes back to the kernel
  * unchanged (SECCOMP_USER_NOTIF_FLAG_CONTINUE): names are changed here only
- * for a process whose user, groups and umask are the supervisor's to take
+ * for a process whose user, groups, capabilities and security label are
+ * the supervisor's, and whose umask it takes
  * (it takes the umask per thread: CLONE_FS is unshared), so that tdax never
  * acts with rights the command does not have. Such a process's renames
  * are then unseen, as another program's are (docs/durability.md). A call
@@ -735,16 +736,36 @@ static void split(struct call *c, const char *why);
 /* The supervisor's own groups and capabilities, read once at its start
  * (it never changes them): a read of a /proc status costs ~15 us. */
 static struct {
-	char groups[1024], caps[64];
+	char groups[1024], caps[64], label[256];
 	bool known;
 } me;
+
+/*
+ * The security label of task id ("self" or a thread's number) as a Linux
+ * security module sees it (/proc/ID/attr/current: AppArmor's profile,
+ * SELinux's context, Smack's label) into out: "" where no module gives
+ * one (EINVAL: this machine's case). false if it cannot be read.
+ */
+static bool label_of(const char *id, char out[256])
+{
+	const char *attr = TDAX_TEST_ENV("LSM_ATTR"); /* test aid: another file of /proc/ID */
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%s/%s", id, attr ? attr : "attr/current");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, 255) : -1;
+	int err = errno;
+	if (fd >= 0)
+		close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	return n >= 0 || err == EINVAL;
+}
 
 static void know_myself(void)
 {
 	const char *keys[] = { "Groups:", "CapEff:" };
 	char *vals[] = { me.groups, me.caps };
 	size_t lens[] = { sizeof(me.groups), sizeof(me.caps) };
-	me.known = proc_lines("/proc/self/status", keys, vals, lens, 2) == 0;
+	me.known = proc_lines("/proc/self/status", keys, vals, lens, 2) == 0 && label_of("self", me.label);
 }
 
 static bool may_act_for(struct call *c)
@@ -766,6 +787,14 @@ static bool may_act_for(struct call *c)
 	 * for it is not what it may do itself. Left to the kernel. */
 	if (strcmp(caps, me.caps)) {
 		split(c, "capabilities other than the supervisor's");
+		return false;
+	}
+	/* Confined otherwise (an AppArmor profile, an SELinux domain): the
+	 * supervisor's opens would not be. Left to the kernel too. */
+	char id[16], label[256];
+	snprintf(id, sizeof(id), "%d", (int)c->pid);
+	if (!label_of(id, label) || strcmp(label, me.label)) {
+		split(c, "a security label (LSM) other than the supervisor's");
 		return false;
 	}
 	umask((mode_t)strtoul(mask, NULL, 8));
@@ -812,15 +841,17 @@ static int free_number(struct proc *p)
 	return -1;
 }
 
-/* A file tdax manages: regular, on a file system it has business on (a
- * file on tmpfs, whose syncs cost nothing, is the kernel's: trapping its
- * writes cost etcd on tmpfs a fifth of its puts). */
-static bool managed(int fd)
+/* The type (S_IFMT) of fd's file if it lies on a file system tdax has
+ * business on (a file on tmpfs, whose syncs cost nothing, is the kernel's:
+ * trapping its writes cost etcd on tmpfs a fifth of its puts), 0 if on
+ * another; -1 if it cannot be looked at. */
+static int managed_type(int fd)
 {
 	struct stat st;
 	struct statfs sf;
-	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fstatfs(fd, &sf) == 0 &&
-	       !tdax_fs_unmanaged((long)sf.f_type);
+	if (fstat(fd, &st) != 0 || fstatfs(fd, &sf) != 0)
+		return -1;
+	return tdax_fs_unmanaged((long)sf.f_type) ? 0 : (int)(st.st_mode & S_IFMT);
 }
 
 /* Install mine in the caller: a managed file at a free number at the base
@@ -831,7 +862,7 @@ static long install(struct call *c, int mine, unsigned flags, int at)
 {
 	struct seccomp_notif_addfd add = { .id = c->req->id, .srcfd = (unsigned)mine, .newfd_flags = flags };
 	pthread_mutex_lock(&lock);
-	bool ours = c->p->tgid == c->tgid && managed(mine);
+	bool ours = c->p->tgid == c->tgid && managed_type(mine) == S_IFREG; /* a file tdax manages */
 	int n = at >= 0 ? at : ours ? free_number(c->p) : -1;
 	if (n >= 0) {
 		add.flags = SECCOMP_ADDFD_FLAG_SETFD;
@@ -1012,12 +1043,9 @@ static bool opens_a_kept_file(struct call *c, int dirfd, uint64_t path_at, int f
 	}
 	if (fd < 0)
 		return errno != ENOENT && errno != ENOTDIR;
-	struct stat st;
-	struct statfs sf;
-	bool kept = fstat(fd, &st) != 0 || fstatfs(fd, &sf) != 0 ||
-		    ((made ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && !tdax_fs_unmanaged((long)sf.f_type));
+	int type = managed_type(fd);
 	close(fd);
-	return kept;
+	return type < 0 || type == (made ? S_IFDIR : S_IFREG);
 }
 
 /* Make the call: its result or -errno into *r; false to let the kernel

@@ -812,6 +812,22 @@ def test_a_process_made_not_dumpable_during_a_big_write_gets_what_was_written(di
     pattern = bytes(i % 251 for i in range(251))
     assert data == (pattern * (n // 251 + 1))[:n]
 
+def test_a_process_with_another_security_label_is_left_to_the_kernel(dev, diskdir, static_prog):
+    """A process a security module confines (an AppArmor profile, an
+    SELinux domain) other than the supervisor is: opens made for it by the
+    supervisor would not be confined. Such a process is left to the
+    kernel, its syncs real, and the supervisor says so. This machine has no
+    such module (attr/current is unreadable, EINVAL, for every process:
+    the same label); the test build compares another file of /proc/ID,
+    one that differs (TDAX_TEST_LSM_ATTR=comm: "tdax" against "raw")."""
+    out = diskdir / "f"
+    p = tdax(dev, "--intercept", "syscall", "--", static_prog, out, env={"TDAX_TEST_LSM_ATTR": "comm"})
+    assert p.returncode == 0 and "acked 300" in p.stdout, p.stderr
+    assert "a security label (LSM) other than the supervisor's" in p.stderr, p.stderr
+    assert out.read_bytes() == b"".join(b"%-127d\n" % i for i in range(300))
+    s = status(dev)["counters"]
+    assert s["light_syncs"] == 0 and s["logged_writes"] == 0, s
+
 @pytest.mark.parametrize("how", ["landlock", "capset"])
 def test_a_process_that_gives_up_a_right_keeps_it_given_up_under_the_filter(dev, diskdir, tmp_path_factory, how):
     """The supervisor opens for the command: a process that sandboxed itself
