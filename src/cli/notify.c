@@ -793,8 +793,10 @@ static bool may_act_for(struct call *c)
 	 * supervisor's opens would not be. Left to the kernel too. */
 	char id[16], label[256];
 	snprintf(id, sizeof(id), "%d", (int)c->pid);
-	if (!label_of(id, label) || strcmp(label, me.label)) {
-		split(c, "a security label (LSM) other than the supervisor's");
+	bool readable = label_of(id, label);
+	if (!readable || strcmp(label, me.label)) {
+		split(c, readable ? "a security label (LSM) other than the supervisor's"
+				  : "its security label (/proc/PID/attr/current) cannot be read");
 		return false;
 	}
 	umask((mode_t)strtoul(mask, NULL, 8));
