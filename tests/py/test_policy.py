@@ -122,6 +122,8 @@ import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
 for i in range(int(sys.argv[2])):
     os.pwrite(fd, b"r" * 100, 0); os.fdatasync(fd)
+    if i == 19:
+        time.sleep(0.5)  # (the upgrade decided, carried out by the write-back thread)
 print("synced", flush=True)
 while not os.path.exists(sys.argv[3]):
     time.sleep(0.01)
@@ -132,7 +134,9 @@ def test_the_syncs_of_an_upgraded_range_held_back_are_all_counted(dev, diskdir, 
     """The lightweight syncs of a range already upgraded are counted in
     batches (tracking.c, "held"): a batch waits for at most 64 of them, and
     the last one is counted at the exit. None is lost: each sync of the
-    rewritten page is one writeback in the range's window."""
+    rewritten page is one writeback in the range's window. (An upgrade is
+    carried out by the write-back thread, late on a loaded machine: the
+    program pauses after its 20th sync, and every sync after is light.)"""
     run(TDAX, "set", "--device", dev, "writeback_window_ms=60000", "write_window_ms=60000", check=0)
     n = 3000
     p = spawn("thesis", REWRITES, diskdir / "page", str(n), diskdir / "go", stdout=subprocess.PIPE)
@@ -147,7 +151,7 @@ def test_the_syncs_of_an_upgraded_range_held_back_are_all_counted(dev, diskdir, 
     (diskdir / "go").write_bytes(b"")
     assert p.wait(timeout=30) == 0
     c = status(dev)["counters"]
-    assert c["light_syncs"] >= n - 10, c
+    assert c["light_syncs"] >= n - 20, c
     assert mid <= writebacks() and n - 2 <= writebacks() <= n
 
 
