@@ -733,10 +733,13 @@ static long result(long r)
  * its umask taken into this thread. */
 static void split(struct call *c, const char *why);
 
-/* The supervisor's own groups and capabilities, read once at its start
- * (it never changes them): a read of a /proc status costs ~15 us. */
+enum { LABEL_MAX = 1024 };
+
+/* The supervisor's own groups, capabilities and security label, read once
+ * at its start (it never changes them): a read of a /proc status costs
+ * ~15 us. */
 static struct {
-	char groups[1024], caps[64], label[256];
+	char groups[1024], caps[64], label[LABEL_MAX];
 	bool known;
 } me;
 
@@ -744,20 +747,20 @@ static struct {
  * The security label of task id ("self" or a thread's number) as a Linux
  * security module sees it (/proc/ID/attr/current: AppArmor's profile,
  * SELinux's context, Smack's label) into out: "" where no module gives
- * one (EINVAL: this machine's case). false if it cannot be read.
+ * one (EINVAL: this machine's case). false if it cannot be read whole.
  */
-static bool label_of(const char *id, char out[256])
+static bool label_of(const char *id, char out[LABEL_MAX])
 {
 	const char *attr = TDAX_TEST_ENV("LSM_ATTR"); /* test aid: another file of /proc/ID */
 	char path[96];
 	snprintf(path, sizeof(path), "/proc/%s/%s", id, attr ? attr : "attr/current");
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, out, 255) : -1;
+	ssize_t n = fd >= 0 ? read(fd, out, LABEL_MAX - 1) : -1;
 	int err = errno;
 	if (fd >= 0)
 		close(fd);
 	out[n > 0 ? n : 0] = '\0';
-	return n >= 0 || err == EINVAL;
+	return (n >= 0 && n < LABEL_MAX - 1) || (n < 0 && err == EINVAL);
 }
 
 static void know_myself(void)
@@ -791,7 +794,7 @@ static bool may_act_for(struct call *c)
 	}
 	/* Confined otherwise (an AppArmor profile, an SELinux domain): the
 	 * supervisor's opens would not be. Left to the kernel too. */
-	char id[16], label[256];
+	char id[16], label[LABEL_MAX];
 	snprintf(id, sizeof(id), "%d", (int)c->pid);
 	bool readable = label_of(id, label);
 	if (!readable || strcmp(label, me.label)) {
