@@ -16,11 +16,12 @@ import pytest
 from conftest import TDAX, info, run, started, tdax_run
 
 # The write-back thread must not run before the crash (its first pass would
-# make the removal durable and let the records go): a pass every 10 s.
+# make the removal durable and let the records go): a pass every 10 s, and
+# APP waits for the one its upgrade woke before it changes a name.
 HOLD = {"TDAX_WB_INTERVAL_MS": "10000"}
 
 APP = r"""
-import os, sys
+import os, sys, time
 path, how = sys.argv[1], sys.argv[2]
 dfd = os.open(os.path.dirname(path), os.O_RDONLY)
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -28,6 +29,7 @@ os.write(fd, b"old content on flash"); os.fsync(fd); os.fsync(dfd)  # durable, n
 os.pwrite(fd, b"ACKED", 0); os.fdatasync(fd)                        # lightweight: acknowledged
 old_ino = os.fstat(fd).st_ino
 os.close(fd)
+time.sleep(0.5)  # the write-back pass the upgrade woke is over (late on a loaded machine)
 if how == "unlink":
     os.unlink(path)
 elif how == "rename-over":
