@@ -755,18 +755,18 @@ def test_an_open_with_what_openat_drops_succeeds_under_the_filter(dev, diskdir, 
     assert f.read_bytes() == b"ok"
 
 
-def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
-    """An unprivileged supervisor cannot read the memory of a process made
-    not dumpable (process_vm_readv: EPERM): until 2026-11-27 its every
-    open and write under the filter failed with EFAULT. Now such a process
-    is left to the kernel, and the supervisor says it follows no more."""
+def run_as_nobody(diskdir, name, source, *cflags):
+    """The C program source, built static where user nobody can run it, run
+    by nobody under `tdax run --intercept syscall` (an unprivileged
+    supervisor) on a device of nobody's, with a file to write in a
+    directory nobody may write. The run and that file."""
     d = diskdir / "nobody"
     d.mkdir()
     os.chmod(d, 0o777)
-    device = f"/dev/shm/tdax-pytest-nodump-{os.getpid()}"
-    (diskdir / "nodump.c").write_text(NODUMP)
-    prog = diskdir / "nodump"  # where the user can run it
-    run("cc", "-O2", "-static", "-o", prog, diskdir / "nodump.c", check=0)
+    device = f"/dev/shm/tdax-pytest-{name}-{os.getpid()}"
+    (diskdir / f"{name}.c").write_text(source)
+    prog = diskdir / name
+    run("cc", "-O2", "-static", *cflags, "-o", prog, diskdir / f"{name}.c", check=0)
     try:
         run(TDAX, "device", "create", "--device", device, "--size", "64M", user=65534, check=0)
         p = run(TDAX, "run", "--device", device, "--intercept", "syscall", "--", prog, d / "f", user=65534,
@@ -774,8 +774,17 @@ def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
     finally:
         if os.path.exists(device):
             os.unlink(device)
+    return p, d / "f"
+
+
+def test_a_process_that_is_not_dumpable_is_left_to_the_kernel(diskdir):
+    """An unprivileged supervisor cannot read the memory of a process made
+    not dumpable (process_vm_readv: EPERM): until 2026-11-27 its every
+    open and write under the filter failed with EFAULT. Now such a process
+    is left to the kernel, and the supervisor says it follows no more."""
+    p, f = run_as_nobody(diskdir, "nodump", NODUMP)
     assert p.returncode == 0, (p.returncode, p.stderr)
-    assert (d / "f").read_bytes() == b"hello"
+    assert f.read_bytes() == b"hello"
     assert "not dumpable" in p.stderr, p.stderr
 
 
@@ -788,24 +797,11 @@ def test_a_process_made_not_dumpable_during_a_big_write_gets_what_was_written(di
     written, the bytes out of place). Now the write returns what was
     written (a short count, as the kernel's may be), and the process is
     left to the kernel from then on."""
-    d = diskdir / "nobody"
-    d.mkdir()
-    os.chmod(d, 0o777)
-    device = f"/dev/shm/tdax-pytest-bignodump-{os.getpid()}"
-    (diskdir / "bignodump.c").write_text(BIG_NODUMP)
-    prog = diskdir / "bignodump"
-    run("cc", "-O2", "-static", "-pthread", "-o", prog, diskdir / "bignodump.c", check=0)
     n = 160 << 20
-    try:
-        run(TDAX, "device", "create", "--device", device, "--size", "64M", user=65534, check=0)
-        p = run(TDAX, "run", "--device", device, "--intercept", "syscall", "--", prog, d / "f", user=65534,
-                env={**TDAX_ENV, "TDAX_QUIET": "0"})
-    finally:
-        if os.path.exists(device):
-            os.unlink(device)
+    p, f = run_as_nobody(diskdir, "bignodump", BIG_NODUMP, "-pthread")
     assert p.returncode == 0, (p.returncode, p.stderr)
     first, done = (int(x) for x in p.stdout.split())
-    data = (d / "f").read_bytes()
+    data = f.read_bytes()
     assert len(data) == n, f"{len(data) - n} bytes more than written"
     assert 0 < first < n and done == n, (p.stdout, "the case did not do what it says")
     assert "not dumpable" in p.stderr, p.stderr
