@@ -506,9 +506,14 @@ EXPORT int io_submit(aio_context_t ctx, long n, struct iocb **iocbs)
  */
 void tdax_go_blind(void)
 {
-	if (!tdax_on() || tdax_rt.blind)
+	if (tdax_rt.blind)
 		return;
+	/* Before the process has attached too: a ring set up first names the
+	 * files it opens later as much as any (each is then managed blind,
+	 * manage.c); there is nothing managed yet to let go. */
 	tdax_rt.blind = true;
+	if (!tdax_on())
+		return;
 	for (int fd = 0; fd < TDAX_MAX_FDS; fd++) {
 		const struct tdax_fd *e = tdax_fd_get(fd);
 		if (e)

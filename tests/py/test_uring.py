@@ -1,7 +1,8 @@
 """io_uring under tdax (issue 23): a ring's submissions name descriptors
 tdax never sees, so a process that sets one up goes blind -- its files are
 checkpointed and stay on the kernel's sync path -- through liburing, through
-syscall(2), and under --intercept syscall. Each case logs two writes with
+syscall(2), and under --intercept syscall, and one set up before the
+process has attached to the device (so before it manages any file). Each case logs two writes with
 light syncs, sets a ring up, writes over them through the ring, syncs (by
 libc or by the ring), is killed and loses its disk's cache: the ring's
 write is there, and no older record is replayed over it."""
@@ -23,17 +24,19 @@ static char buf[8192];
 static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	const char *how = argv[1];
+	struct io_uring ring = { 0 };
+	struct io_uring_params p = { 0 };
+	if (!strcmp(how, "before"))                   /* before the process opens a file for writing */
+		must(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
 	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
 	must(fd >= 0 && fsync(fd) == 0, "open");
 	memset(buf, 'A', sizeof(buf));
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
 	memset(buf, 'B', sizeof(buf));
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
-	struct io_uring ring = { 0 };
-	struct io_uring_params p = { 0 };
 	if (!strcmp(how, "queue-init")) {             /* liburing's usual set-up */
 		must(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
-	} else {
+	} else if (strcmp(how, "before")) {
 		int r = !strcmp(how, "syscall")           /* libc's syscall(2) */
 			? (int)syscall(SYS_io_uring_setup, 8, &p)
 			: io_uring_setup(8, &p);           /* liburing's own system call */
@@ -76,8 +79,8 @@ def progs(tmp_path_factory):
     return build_both(tmp_path_factory, "uring", URING, "-luring")
 
 
-@pytest.mark.parametrize("how,intercept", [("queue-init", "libc"), ("setup", "libc"), ("syscall", "libc"),
-                                           ("setup", "syscall"), ("queue-init", "syscall")])
+@pytest.mark.parametrize("how,intercept", [("queue-init", "libc"), ("setup", "libc"), ("syscall", "libc"), ("before", "libc"),
+                                           ("setup", "syscall"), ("queue-init", "syscall"), ("before", "syscall")])
 def test_a_ring_makes_the_process_blind_and_nothing_acknowledged_is_lost(dev, voldisk, progs, how,
                                                                           intercept):
     f = voldisk.mnt / "f"
