@@ -24,7 +24,7 @@ _tdax()
 		return
 		;;
 	--intercept)
-		COMPREPLY=($(compgen -W "auto libc syscall" -- "$cur"))
+		COMPREPLY=($(compgen -W "auto libc rewrite syscall" -- "$cur"))
 		return
 		;;
 	--backend)

@@ -19,6 +19,7 @@ pkgs+=(xfsprogs)  # tests/py/test_clone.py: a clone of blocks (FICLONE) into a f
 pkgs+=(strace)  # tests/py/test_syscalls.py: the system calls tdax adds, counted
 pkgs+=(stress-ng)  # tests/py/test_stressng.py: another project's file stressors, verified, under tdax
 pkgs+=(python3-lmdb lmdb-utils)  # tests/py/test_views.py: LMDB (a read-only mapping of its data file), mdb_stat
+pkgs+=(golang-go)  # tests/py/test_rewrite.py: a Go program (Debian's Go 1.19, as etcd's) under --intercept rewrite
 pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

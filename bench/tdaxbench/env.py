@@ -65,13 +65,12 @@ POLICIES = ("thesis", "adaptive", "always", "never")
 COLUMNS = POLICIES + ("bypass",) + tuple(f"bypass-{p}" for p in POLICIES)
 
 
-def tdax_prefix(mode, device, user=None, extra=()):
+def tdax_prefix(mode, device, user=None):
     """The command prefix of a mode: 'default' runs the workload as is,
-    a column of COLUMNS under `tdax run` with that policy and mode (and
-    the run options in extra)."""
-    mode_args = list(extra)
+    a column of COLUMNS under `tdax run` with that policy and mode."""
+    mode_args = []
     if mode.startswith("bypass"):
-        mode_args, mode = mode_args + ["--mode", "bypass"], mode.partition("-")[2] or "adaptive"
+        mode_args, mode = ["--mode", "bypass"], mode.partition("-")[2] or "adaptive"
     pre = [] if mode == "default" else [str(TDAX), "run", "--quiet", "--device", device, *mode_args,
                                         "--policy", mode, "--"]
     if user:

@@ -274,7 +274,8 @@ def files(o):
 # ---- etcd -----------------------------------------------------------------------
 
 def etcd_run(tmpfs):
-    """etcd (a Go program: under tdax through --intercept syscall) taking sequential puts from one client over one
+    """etcd (a Go program: under tdax through --intercept auto, which rewrites its runtime's system-call
+    function) taking sequential puts from one client over one
     keep-alive connection to its JSON gateway; each put waits for a WAL
     fdatasync. With tmpfs the data directory is in memory, where a sync
     costs nothing: the ceiling (etcd 3.4 cannot switch its syncs off)."""
@@ -289,8 +290,7 @@ def etcd_run(tmpfs):
                     "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                     "--initial-cluster", f"bench={peer}", "--log-level", "error"]
             try:
-                trap = [] if mode.startswith("bypass") else ["--intercept", "syscall"]
-                with env.server(env.tdax_prefix(mode, device, extra=trap) + argv):
+                with env.server(env.tdax_prefix(mode, device) + argv):
                     env.wait_port(cport)
                     c = http.client.HTTPConnection("127.0.0.1", cport, timeout=30)
                     n = 200 if o.quick else 2000

@@ -31,7 +31,7 @@
 
 static const char run_help[] =
 	"usage: tdax run [--device PATH] [--mode coherent|bypass] [--policy adaptive|thesis|always|never]\n"
-	"                [--intercept auto|libc|syscall] [--quiet|--verbose] [--trace FILE]\n"
+	"                [--intercept auto|libc|rewrite|syscall] [--quiet|--verbose] [--trace FILE]\n"
 	"                [--allow-shared] -- CMD [ARGS...]\n"
 	"\n"
 	"Run CMD with libtdax.so preloaded: syncs of file ranges that are upgraded to the\n"
@@ -55,14 +55,17 @@ static const char run_help[] =
 	"                  on), never (track, never upgrade)\n"
 	"  --intercept I   how tdax sees CMD's file calls: libc (libtdax.so's hooks; a Go\n"
 	"                  or statically linked CMD skips libc and is not seen, which one\n"
-	"                  line on stderr says), syscall (a seccomp filter traps opens for\n"
-	"                  writing, renames, and the writes and syncs of the files it\n"
-	"                  opened, and tdax run stays as a supervisor that makes them\n"
-	"                  through the hooks; tens of microseconds per trapped call;\n"
-	"                  coherent mode only) or auto (default, TDAX_INTERCEPT: syscall\n"
-	"                  for a Go or statically linked CMD in coherent mode where the\n"
-	"                  kernel can trap, libc otherwise; such a program that CMD\n"
-	"                  starts goes through tdax run the same way)\n"
+	"                  line on stderr says), rewrite (a dynamically linked Go CMD:\n"
+	"                  libtdax.so rewrites its runtime's system-call function to call\n"
+	"                  the hooks in CMD's own process), syscall (a seccomp filter traps\n"
+	"                  opens for writing, renames, and the writes and syncs of the\n"
+	"                  files it opened, and tdax run stays as a supervisor that makes\n"
+	"                  them through the hooks; tens of microseconds per trapped call;\n"
+	"                  coherent mode only) or auto (default, TDAX_INTERCEPT: rewrite\n"
+	"                  for a Go CMD it can be made for, syscall for another Go or a\n"
+	"                  statically linked CMD in coherent mode where the kernel can\n"
+	"                  trap, libc otherwise; such a program that CMD starts goes\n"
+	"                  through tdax run the same way)\n"
 	"  --quiet         no fallback warnings on stderr (counters still count)\n"
 	"  --verbose       also warn (once per reason) of the routine fallbacks: a change of\n"
 	"                  names, a range not upgraded, a stdio stream on a file\n"
@@ -215,6 +218,15 @@ static bool trap_calls(const char *intercept, enum tdax_program_kind kind, bool 
 	return why == 0;
 }
 
+/* Whether libtdax.so is to see CMD's calls by rewriting its Go runtime's
+ * system-call function (--intercept rewrite, or auto for a Go program where
+ * it can: one trap-free jump a call, in CMD's own process). */
+static bool rewrite_calls(const char *intercept, enum tdax_program_kind kind, const char *prog)
+{
+	return kind == TDAX_PROGRAM_GO && (!strcmp(intercept, "rewrite") || !strcmp(intercept, "auto")) &&
+	       tdax_program_go_rewritable(prog);
+}
+
 /* The environment that preloads libtdax.so on the region at path. */
 static int start_with_tdax(const char *path, const char *libabs, const char *app_preload, const char *policy,
 			   const char *talk, const char *trace, const char *intercept, struct tdax_err *e)
@@ -293,8 +305,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("run", "%s", "no command given (tdax run -- CMD ARGS...)");
-	if (strcmp(intercept, "auto") && strcmp(intercept, "libc") && strcmp(intercept, "syscall"))
-		return usage_error("run", "unknown --intercept (or TDAX_INTERCEPT) '%s' (auto, libc, syscall)",
+	if (strcmp(intercept, "auto") && strcmp(intercept, "libc") && strcmp(intercept, "syscall") &&
+	    strcmp(intercept, "rewrite"))
+		return usage_error("run", "unknown --intercept (or TDAX_INTERCEPT) '%s' (auto, libc, rewrite, syscall)",
 				   intercept);
 	const char *path = device ? device : tdax_env_device();
 	char lib[PATH_MAX + 32], libabs[PATH_MAX];
@@ -315,8 +328,14 @@ int cmd_run(int argc, char **argv)
 	enum tdax_program_kind kind = tdax_program_kind(argv[optind], true, prog, sizeof(prog));
 	if (!strcmp(intercept, "syscall") && bypass)
 		return usage_error("run", "%s", "--intercept syscall works in coherent mode only");
+	if (rewrite_calls(intercept, kind, prog))
+		intercept = "rewrite"; /* what libtdax.so reads in CMD (interpose_go.c) */
+	else if (!strcmp(intercept, "rewrite") && tdax_program_skips_libc(kind))
+		return usage_error("run", "--intercept rewrite: %s is not a dynamically linked Go program (Go 1.19 "
+					  "or later) whose system-call function tdax knows; --intercept syscall or auto",
+				   prog);
 	char why_not[256] = "";
-	bool trap = trap_calls(intercept, kind, bypass, why_not, sizeof(why_not));
+	bool trap = strcmp(intercept, "rewrite") && trap_calls(intercept, kind, bypass, why_not, sizeof(why_not));
 	int nope = runnable(argv[optind]);
 	if (nope)
 		return cannot_run(argv[optind], nope);
@@ -339,6 +358,12 @@ int cmd_run(int argc, char **argv)
 	} else {
 		if (why_not[0] && (!talk || strcmp(talk, "TDAX_QUIET")))
 			warn_unseen(prog, kind, why_not);
+		if (!strcmp(intercept, "rewrite") && kind == TDAX_PROGRAM_GO && talk && !strcmp(talk, "TDAX_VERBOSE")) {
+			fputs("tdax: ", stderr);
+			text_str(stderr, prog, PATH_MAX);
+			fputs(" is a Go program: its runtime's system-call function is rewritten to call tdax "
+			      "(--intercept rewrite)\n", stderr);
+		}
 		if (bypass)
 			return tdax_supervise(getenv("TDAX_DEVICE"), argv + optind);
 	}

@@ -41,7 +41,7 @@ static const struct setting {
 	{ "device", "boot_recover", NULL, K_PATH, NULL, -1 },
 	{ "run", "mode", "TDAX_MODE", K_CHOICE, "coherent bypass", -1 },
 	{ "run", "policy", "TDAX_POLICY", K_CHOICE, "adaptive thesis always never", -1 },
-	{ "run", "intercept", "TDAX_INTERCEPT", K_CHOICE, "auto libc syscall", -1 },
+	{ "run", "intercept", "TDAX_INTERCEPT", K_CHOICE, "auto libc rewrite syscall", -1 },
 	{ "run", "warnings", NULL, K_CHOICE, "quiet normal verbose", -1 },
 	{ "writeback", "interval_ms", NULL, K_NUM, NULL, TDAX_WB_INTERVAL_MS },
 	{ "writeback", "age_ms", NULL, K_NUM, NULL, TDAX_WB_AGE_MS },
@@ -308,7 +308,7 @@ static const char config_help[] =
 	"                                     (repeatable; path is always recovered)\n"
 	"  [run]       mode = coherent        coherent | bypass (tdax run --mode)\n"
 	"              policy = adaptive      adaptive | thesis | always | never\n"
-	"              intercept = auto       auto | libc | syscall (tdax run --intercept)\n"
+	"              intercept = auto       auto | libc | rewrite | syscall (tdax run --intercept)\n"
 	"              warnings = normal      quiet | normal | verbose\n"
 	"  [writeback] interval_ms = 10  age_ms = 1000  bytes = 32M  high_pct = 90\n"
 	"  [tunables]  the policy's, as tdax get names them; set on the device by tdax run\n"

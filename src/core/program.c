@@ -15,8 +15,10 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,6 +173,78 @@ enum tdax_program_kind tdax_program_kind(const char *cmd, bool search, char *pat
 			return kind;
 	}
 	return TDAX_PROGRAM_UNKNOWN;
+}
+
+/* Each site's function body (or its start), where in it the bytes to
+ * rewrite begin, and how many. */
+static const struct {
+	uint8_t body[20];
+	size_t n, at, len;
+} go_sites[TDAX_GO_SITES] = {
+	/* Syscall6: MOVQ SI, R10; MOVQ DI, DX; MOVQ CX, SI; MOVQ BX, DI;
+	 * SYSCALL; CMPQ AX, $-4095 -- the last move and the SYSCALL. */
+	[TDAX_GO_SYSCALL6] = { { 0x49, 0x89, 0xf2, 0x48, 0x89, 0xfa, 0x48, 0x89, 0xce, 0x48, 0x89, 0xdf, 0x0f,
+				 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff },
+			       20, 9, 5 },
+	/* runtime.exit: MOVL code+0(FP), DI; MOVL $SYS_exit_group, AX;
+	 * SYSCALL; RET -- the number's move and the SYSCALL. */
+	[TDAX_GO_EXIT] = { { 0x8b, 0x7c, 0x24, 0x08, 0xb8, 0xe7, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xc3 }, 12, 4, 7 },
+};
+
+long tdax_program_go_site(const void *text, size_t len, enum tdax_go_site which, int *found)
+{
+	const uint8_t *t = text, *first = NULL;
+	*found = 0;
+	for (const uint8_t *at = t; (size_t)(at - t) < len; at++) {
+		at = memmem(at, len - (size_t)(at - t), go_sites[which].body, go_sites[which].n);
+		if (!at)
+			break;
+		first = first ? first : at;
+		++*found;
+	}
+	return *found == 1 ? (long)(first - t + go_sites[which].at) : -1;
+}
+
+size_t tdax_program_go_site_len(enum tdax_go_site which)
+{
+	return go_sites[which].len;
+}
+
+bool tdax_program_go_rewritable(const char *path)
+{
+	int fd = tdax_sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+	struct stat st;
+	if (fd < 0 || tdax_sys_fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+		if (fd >= 0)
+			tdax_sys_close(fd);
+		return false;
+	}
+	size_t size = (size_t)st.st_size;
+	const uint8_t *m = tdax_sys_mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+	tdax_sys_close(fd);
+	if (m == MAP_FAILED)
+		return false;
+	const Elf64_Ehdr *h = (const Elf64_Ehdr *)m;
+	bool dynamic = false;
+	int sites[TDAX_GO_SITES] = { 0 };
+	if (!memcmp(h->e_ident, ELFMAG, SELFMAG) && h->e_ident[EI_CLASS] == ELFCLASS64 &&
+	    h->e_phentsize == sizeof(Elf64_Phdr) && h->e_phoff < size &&
+	    h->e_phnum <= (size - h->e_phoff) / sizeof(Elf64_Phdr)) {
+		const Elf64_Phdr *p = (const Elf64_Phdr *)(m + h->e_phoff);
+		for (unsigned i = 0; i < h->e_phnum; i++) {
+			dynamic |= p[i].p_type == PT_INTERP;
+			if (p[i].p_type == PT_LOAD && (p[i].p_flags & PF_X) && p[i].p_offset < size &&
+			    p[i].p_filesz <= size - p[i].p_offset) {
+				for (int w = 0; w < TDAX_GO_SITES; w++) {
+					int n;
+					tdax_program_go_site(m + p[i].p_offset, p[i].p_filesz, w, &n);
+					sites[w] += n;
+				}
+			}
+		}
+	}
+	tdax_sys_munmap((void *)m, size);
+	return dynamic && sites[TDAX_GO_SYSCALL6] == 1 && sites[TDAX_GO_EXIT] == 1;
 }
 
 bool tdax_preload_without_tdax(const char *list, char *out, size_t len)

@@ -31,6 +31,27 @@ enum tdax_program_kind tdax_program_kind(const char *cmd, bool search, char *pat
  * of it; false if it does not fit (out is then empty). Async-signal-safe. */
 bool tdax_preload_without_tdax(const char *list, char *out, size_t len);
 
+/*
+ * The two functions of a Go runtime (Go 1.19 and later) that libtdax.so
+ * rewrites into jumps (interpose_go.c), found by their exact bytes:
+ * Syscall6, through which every call of package syscall goes, and
+ * runtime.exit, the process's end (exit_group, without libc's exit).
+ */
+enum tdax_go_site { TDAX_GO_SYSCALL6, TDAX_GO_EXIT, TDAX_GO_SITES };
+
+/* Where the site `which` is in text[0..len): the offset of the bytes to
+ * rewrite, or -1 when it is not there exactly once; *found: how many
+ * times it is there. */
+long tdax_program_go_site(const void *text, size_t len, enum tdax_go_site which, int *found);
+
+/* How many bytes the site `which` has to rewrite (at least a jump's 5). */
+size_t tdax_program_go_site_len(enum tdax_go_site which);
+
+/* Can libtdax.so rewrite the Go program at path (tdax run --intercept
+ * rewrite): dynamically linked, and each site found once in its
+ * executable segments? */
+bool tdax_program_go_rewritable(const char *path);
+
 /* Whether a program of this kind makes its file calls without libc. */
 static inline bool tdax_program_skips_libc(enum tdax_program_kind kind)
 {

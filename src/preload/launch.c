@@ -3,13 +3,14 @@
  * program, a static binary: core/program.h). libtdax.so would see none of
  * its file calls, so the exec and posix_spawn hooks start it through tdax
  * run instead (TDAX_BIN, which tdax run sets), as a command of its own
- * under --intercept auto: its calls are trapped by a seccomp filter where
- * the kernel can, and tdax run says at start when they cannot be. `sh -c
- * etcd`, a wrapper script, a service manager's helper: the program is
- * seen as if tdax run had started it.
+ * under --intercept auto: a dynamically linked Go program's runtime is
+ * rewritten to call tdax (interpose_go.c), another's calls are trapped by
+ * a seccomp filter where the kernel can (coherent mode), and tdax run says
+ * at start when neither can be. `sh -c etcd`, a wrapper script, a service
+ * manager's helper: the program is seen as if tdax run had started it.
  *
- * Where tdax run is not to be used -- TDAX_INTERCEPT=libc, bypass mode,
- * libtdax.so preloaded by hand (no TDAX_BIN) -- one line on stderr says
+ * Where tdax run is not to be used -- TDAX_INTERCEPT=libc, libtdax.so
+ * preloaded by hand (no TDAX_BIN) -- one line on stderr says
  * the program is unseen (not under TDAX_QUIET). A program that links
  * libtdax.so itself (include/tdax.h) and runs outside tdax is left alone.
  * It runs between fork and exec: system calls and the stack only.
@@ -85,7 +86,7 @@ static __attribute__((noinline)) int relaunch(const char *bin, const char *path,
 bool tdax_launch(const char *file, bool search, char *const argv[], char *const envp[], tdax_start_fn start,
 		 void *ctx)
 {
-	const char *bin = getenv("TDAX_BIN"), *intercept = getenv("TDAX_INTERCEPT"), *mode = getenv("TDAX_MODE");
+	const char *bin = getenv("TDAX_BIN"), *intercept = getenv("TDAX_INTERCEPT");
 	const char *preload = getenv("LD_PRELOAD");
 	if ((!bin || !*bin) && (!preload || !strstr(preload, "libtdax.so")))
 		return false; /* a program that links libtdax.so itself, outside tdax */
@@ -103,8 +104,6 @@ bool tdax_launch(const char *file, bool search, char *const argv[], char *const 
 		why = "libtdax.so was not preloaded by tdax run";
 	else if (intercept && !strcmp(intercept, "libc"))
 		why = "--intercept libc";
-	else if (mode && !strcmp(mode, "bypass"))
-		why = "bypass mode; --intercept syscall works in coherent mode only";
 	else if (argc > MAX_ARGS || envc > MAX_ARGS)
 		why = "its command line is too long to start it through tdax run";
 	if (!why) {

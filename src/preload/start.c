@@ -326,7 +326,7 @@ static void at_fork_child(void)
 	tdax_trace_after_fork();
 }
 
-static void at_exit(void)
+void tdax_at_exit(void)
 {
 	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
 		return;
@@ -363,7 +363,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	/* (Apart: a vfork that shares memory runs before_fork alone.) */
 	pthread_atfork(tdax_views_before_fork, tdax_views_after_fork, tdax_views_after_fork);
 	pthread_atfork(tdax_mapped_before_fork, tdax_mapped_after_fork, tdax_mapped_after_fork);
-	atexit(at_exit);
+	atexit(tdax_at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */
 	tdax_inside--;

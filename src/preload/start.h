@@ -37,6 +37,10 @@ bool tdax_attach_opening(int fd);
  */
 bool tdax_vfork_shares(void);
 
+/* The process ends (atexit; a Go program's runtime.exit, interpose_go.c):
+ * the last write-back, its records released, the trace flushed. */
+void tdax_at_exit(void);
+
 /* Is tdax on, attaching first if the process was waiting for a reason to?
  * For the hooks whose call may concern records: rename (a file's or a
  * directory's) attaches always; tdax_on_for_path below, only for a file

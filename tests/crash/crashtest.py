@@ -32,8 +32,8 @@ test build (build/test/bin/tdax, src/core/testaid.h), which those steps use.
 usage: crashtest.py [--rounds N] [--apps raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,
                                         sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,
                                         raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,
-                                        redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept,
-                                        sqlite-delete-xfs,rocksdb-xfs]
+                                        redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,
+                                        etcd-rewrite,etcd-bypass,sqlite-delete-xfs,rocksdb-xfs]
                     [--faults sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full] [--seed S] [--control]
                     [--jobs N] [--json FILE] [--round-seed S]
        crashtest.py --report FILE...   (one report over earlier runs' --json files)
@@ -384,7 +384,13 @@ def start(app, d, oracle, device, env, tdax):
     # APP-intercept:
     # under policy always with every file call trapped by the seccomp filter
     # and made by tdax's supervisor (--intercept syscall: what a Go program
-    # or a static binary runs under; docs/durability.md). APP-xfs: APP on
+    # or a static binary runs under; docs/durability.md). APP-rewrite: a Go
+    # APP under policy always with its runtime's system-call function
+    # rewritten to call the hooks in its own process (--intercept rewrite,
+    # what auto gives a dynamically linked Go program: plain etcd is that
+    # under the default policy, etcd-bypass in bypass mode; etcd-intercept
+    # is etcd under the supervisor, as a Go program tdax cannot rewrite
+    # runs). APP-xfs: APP on
     # XFS (its f_fsid is its device number, its creates and removals are
     # journaled as XFS does them).
     policy = []
@@ -398,6 +404,8 @@ def start(app, d, oracle, device, env, tdax):
         policy, app = ["--mode", "bypass", "--policy", "always"], app.removesuffix("-bypass")
     if app.endswith("-intercept"):
         policy, app = ["--policy", "always", "--intercept", "syscall"], app.removesuffix("-intercept")
+    if app.endswith("-rewrite"):
+        policy, app = ["--policy", "always", "--intercept", "rewrite"], app.removesuffix("-rewrite")
     for name in ("always", "adaptive", "thesis"):
         if app.endswith("-" + name):
             policy, app = ["--policy", name], app.removesuffix("-" + name)
@@ -813,8 +821,8 @@ def main():
     ap.add_argument("--apps", default="raw,raw-always,raw-adaptive,raw-thesis,dax,sqlite-wal,sqlite-delete,"
                     "sqlite-delete-always,sqlite-delete-heirs,sqlite-delete-thesis,redis,postgres,rocksdb,"
                     "raw-bypass,raw-bypass-default,sqlite-wal-bypass,sqlite-delete-bypass,redis-bypass,rocksdb-bypass,"
-                    "redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,etcd-intercept,"
-                    "sqlite-delete-xfs,rocksdb-xfs")
+                    "redis-bypass-small,rocksdb-bypass-small,raw-intercept,sqlite-delete-intercept,rocksdb-intercept,"
+                    "etcd-rewrite,etcd-bypass,sqlite-delete-xfs,rocksdb-xfs")
     ap.add_argument("--faults", default="sigkill,sigkill-app,peek,cut-all,cut-random,cut-recovery,cut-full")
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--control", action="store_true", help="also run the positive control")

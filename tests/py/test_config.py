@@ -66,7 +66,7 @@ def test_check_says_what_a_good_file_sets(tmp_path):
     ("[run]\npolicy = fast\n", 2, "[run] policy: not one of: adaptive thesis always never ('fast')"),
     ("[run]\npolicy = thesis\nmode = direct\n", 3, "[run] mode: not one of: coherent bypass ('direct')"),
     ("[run]\npolicy = thesis\npolicy = never\n", 3, "[run] policy is given twice"),
-    ("[run]\nintercept = ptrace\n", 2, "[run] intercept: not one of: auto libc syscall ('ptrace')"),
+    ("[run]\nintercept = ptrace\n", 2, "[run] intercept: not one of: auto libc rewrite syscall ('ptrace')"),
     ("\n\n[run]\nno equals sign here\n", 4, "not 'KEY = VALUE'"),
     ("policy = thesis\n", 1, "'policy' is outside any [section]"),
     ("[runn]\npolicy = thesis\n", 2, "unknown setting [runn] policy"),
