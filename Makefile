@@ -235,12 +235,12 @@ fuzz: deps $(B)/fuzz/fuzz_recover
 	cd $(B)/fuzz && ./fuzz_recover -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096
 
 # Power cuts on a volatile disk, a short version: two rounds per application
-# and fault model, three at once (each waits on its disk much of the time:
-# ~5.7 minutes here against ~7 two at once), and the positive control (make crashtest
+# and fault model, four at once (each waits on its disk much of the time:
+# ~5.6 minutes here against ~6.3 three at once), and the positive control (make crashtest
 # ROUNDS=200 for more); then crash images of the device from a persist-order
 # trace (pmreorder.py).
 test-crash: all
-	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 2 --jobs 3 --control
+	$(B)/venv/bin/python tests/crash/crashtest.py --rounds 2 --jobs 4 --control
 	$(B)/venv/bin/python tests/crash/pmreorder.py --control --subsets 1
 
 ROUNDS ?= 20
