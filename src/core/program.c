@@ -10,6 +10,10 @@
  * It runs in every exec of a managed process (libtdax.so's hooks), after
  * a fork: system calls and pure functions only, headers read in a few
  * batched preads (an ordinary program costs seven system calls).
+ *
+ * It also knows the two functions of a Go runtime that libtdax.so
+ * rewrites (interpose_go.c) by their bytes, and whether a Go program's
+ * file has each once (tdax run's choice of --intercept rewrite).
  */
 #define _GNU_SOURCE
 #include <elf.h>

@@ -2,9 +2,10 @@
  * program -- what kind of program a command is, as far as tdax's preload
  * library is concerned: one whose file calls go through a shared libc
  * (libtdax.so sees them) or one that makes its system calls itself (a Go
- * program, a statically linked one: libtdax.so sees none of them). Used by
- * tdax run for its command and by libtdax.so's exec hooks for every program
- * a managed process starts.
+ * program, a statically linked one: libtdax.so sees none of them), and
+ * where a Go runtime's system-call and exit functions are. Used by tdax
+ * run for its command, by libtdax.so's exec hooks for every program a
+ * managed process starts, and by its rewrite of a Go program's runtime.
  */
 #ifndef TDAX_CORE_PROGRAM_H
 #define TDAX_CORE_PROGRAM_H

@@ -43,8 +43,10 @@
 #include "preload/start.h"
 #include "preload/state.h"
 
-enum { STACK = 256 << 10 };     /* a thread's stack for the hooks (no guard page) */
-enum { EXIT_STACK = 64 << 10 }; /* the exit's (one thread gets to run it) */
+#define STACK 262144    /* a thread's stack for the hooks, bytes (no guard page) */
+#define EXIT_STACK 65536 /* the exit's (one thread gets to run it) */
+#define STR_(x) #x
+#define STR(x) STR_(x) /* for the stub's text */
 
 /* This thread's stack (its top), mapped at its first call; where its
  * registers wait meanwhile. Read by the stub (initial-exec TLS). */
@@ -98,7 +100,7 @@ __asm__(".text\n"
 	"\tmov %r9, %fs:48(%r11)\n"
 	"\tmov $9, %eax\n" /* mmap(NULL, STACK, RW, PRIVATE|ANONYMOUS|NORESERVE, -1, 0) */
 	"\txor %edi, %edi\n"
-	"\tmov $262144, %esi\n"
+	"\tmov $" STR(STACK) ", %esi\n"
 	"\tmov $3, %edx\n"
 	"\tmov $0x4022, %r10d\n"
 	"\tmov $-1, %r8\n"
@@ -106,7 +108,7 @@ __asm__(".text\n"
 	"\tsyscall\n"
 	"\tcmp $-4095, %rax\n"
 	"\tjae 3f\n"
-	"\tadd $262144, %rax\n"
+	"\tadd $" STR(STACK) ", %rax\n"
 	"\tmovq tdax_gort_stack@gottpoff(%rip), %rcx\n"
 	"\tmov %rax, %fs:(%rcx)\n"
 	"\tmov %rax, %r11\n"
@@ -141,7 +143,7 @@ __asm__(".text\n"
 	"\txchg %eax, tdax_gort_exiting(%rip)\n"
 	"\ttest %eax, %eax\n"
 	"\tjnz 1f\n"
-	"\tlea tdax_gort_exit_stack+65536(%rip), %rsp\n"
+	"\tlea tdax_gort_exit_stack+" STR(EXIT_STACK) "(%rip), %rsp\n"
 	"\tcall tdax_gort_exit\n"
 	"1:\tmov $34, %eax\n" /* pause */
 	"\tsyscall\n"
