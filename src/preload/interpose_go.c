@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -185,24 +186,12 @@ void tdax_gort_exit(int status)
 		tdax_syscall(SYS_exit_group, status);
 }
 
-/* The main program: a Go one (its build ID note), and where its text is. */
+/* The main program's sites, and where its text is. */
 struct program {
-	bool go;
 	uintptr_t site[TDAX_GO_SITES]; /* the bytes to rewrite, or 0 */
 	int sites[TDAX_GO_SITES];      /* how many matches */
 	uintptr_t lo;                  /* its lowest address */
 };
-
-static bool go_note(uintptr_t at, size_t len)
-{
-	for (size_t off = 0; off + 16 <= len;) {
-		const uint32_t *n = (const uint32_t *)(at + off);
-		if (n[0] == 4 && n[2] == 4 && !memcmp((const char *)(n + 3), "Go\0", 4))
-			return true; /* NT_GO_BUILDID, owner "Go" */
-		off += 12 + (((size_t)n[0] + 3) & ~(size_t)3) + (((size_t)n[1] + 3) & ~(size_t)3);
-	}
-	return false;
-}
 
 static int look(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -214,10 +203,8 @@ static int look(struct dl_phdr_info *info, size_t size, void *data)
 		uintptr_t at = info->dlpi_addr + ph->p_vaddr;
 		if (ph->p_type == PT_LOAD && at < p->lo)
 			p->lo = at;
-		if (ph->p_type == PT_NOTE && go_note(at, ph->p_filesz))
-			p->go = true;
 	}
-	for (int i = 0; p->go && i < info->dlpi_phnum; i++) {
+	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
@@ -235,9 +222,8 @@ static int look(struct dl_phdr_info *info, size_t size, void *data)
 
 /* A page for the stubs within a jump's reach of the sites, below the
  * program (what lies above it is the heap's to grow into). */
-static uint8_t *stub_page(uintptr_t lo, uintptr_t far)
+static uint8_t *stub_page(uintptr_t lo, uintptr_t far, long page)
 {
-	long page = sysconf(_SC_PAGESIZE);
 	for (uintptr_t at = (lo & ~(uintptr_t)(page - 1)) - (uintptr_t)page;
 	     at >= 0x10000 && at < lo && far - at < (1u << 30); at -= 1u << 20) {
 		void *m = tdax_sys_mmap((void *)at, (size_t)page, PROT_READ | PROT_WRITE,
@@ -251,9 +237,8 @@ static uint8_t *stub_page(uintptr_t lo, uintptr_t far)
 }
 
 /* The len bytes at site made a jump to stub, padded with NOPs: 0, or -1. */
-static int jump(uintptr_t site, size_t len, const uint8_t *stub)
+static int jump(uintptr_t site, size_t len, const uint8_t *stub, long page)
 {
-	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t first = site & ~(uintptr_t)(page - 1);
 	size_t span = (size_t)(site + len - first);
 	if (tdax_syscall(SYS_mprotect, first, span, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
@@ -276,7 +261,8 @@ static const char *rewrite(const struct program *p)
 					   : "its runtime is not one of the forms tdax knows (Go 1.19 or later)";
 	uintptr_t far = p->site[TDAX_GO_SYSCALL6] > p->site[TDAX_GO_EXIT] ? p->site[TDAX_GO_SYSCALL6]
 										: p->site[TDAX_GO_EXIT];
-	uint8_t *stubs = stub_page(p->lo, far);
+	long page = sysconf(_SC_PAGESIZE);
+	uint8_t *stubs = stub_page(p->lo, far, page);
 	if (!stubs)
 		return "no room for a stub within 1 GiB below its text";
 	/* Each: movabs $target, %r11; jmp *%r11 (r11 is a SYSCALL's to clobber). */
@@ -288,11 +274,11 @@ static const char *rewrite(const struct program *p)
 		memcpy(stub + 2, &target[w], 8);
 		stub[10] = 0x41, stub[11] = 0xff, stub[12] = 0xe3;
 	}
-	if (tdax_syscall(SYS_mprotect, stubs, sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC) != 0)
+	if (tdax_syscall(SYS_mprotect, stubs, page, PROT_READ | PROT_EXEC) != 0)
 		return "the stubs' page cannot be made executable";
 	tdax_gort_back = p->site[TDAX_GO_SYSCALL6] + tdax_program_go_site_len(TDAX_GO_SYSCALL6);
 	for (int w = 0; w < TDAX_GO_SITES; w++)
-		if (jump(p->site[w], tdax_program_go_site_len(w), stubs + 16 * w) != 0)
+		if (jump(p->site[w], tdax_program_go_site_len(w), stubs + 16 * w, page) != 0)
 			return "its text cannot be made writable";
 	return NULL;
 }
@@ -305,10 +291,11 @@ __attribute__((constructor)) static void gort_start(void)
 	const char *how = getenv("TDAX_INTERCEPT");
 	if (!how || strcmp(how, "rewrite"))
 		return;
+	char self[PATH_MAX];
+	if (tdax_program_kind("/proc/self/exe", false, self, sizeof(self)) != TDAX_PROGRAM_GO)
+		return;
 	struct program p = { 0 };
 	dl_iterate_phdr(look, &p);
-	if (!p.go)
-		return;
 	(void)tdax_pid(); /* learnt here, where no vfork child can be the one to learn it */
 	const char *why = rewrite(&p);
 	if (!why)
