@@ -67,11 +67,15 @@ int main(int argc, char **argv)
 
 struct tdax_device *tdax_test_new_device(uint64_t capacity, uint32_t seg_size)
 {
+	/* 32 MiB unless a test asks for more: recovery reads every segment,
+	 * and each page of a /dev/shm region it reads for the first time is
+	 * allocated and cleared (a default 256 MiB region a test: most of the
+	 * C tests' time). Not pre-faulted either, as the preload opens it. */
 	struct tdax_create_opts o = { .path = tdax_test_device(), .backend = TDAX_BACKEND_EMULATED,
-				      .capacity = capacity, .seg_size = seg_size };
+				      .capacity = capacity ? capacity : 32u << 20, .seg_size = seg_size };
 	struct tdax_err e;
 	struct tdax_device *dev;
-	if (tdax_device_create(&o, &e) || tdax_device_open(o.path, 0, &dev, &e)) {
+	if (tdax_device_create(&o, &e) || tdax_device_open(o.path, TDAX_OPEN_NO_PREFAULT, &dev, &e)) {
 		fprintf(stderr, "  device: %s\n", e.msg);
 		return NULL;
 	}

@@ -41,7 +41,7 @@ const char *tdax_test_device(void);
 
 #include "core/device.h"
 #include "core/format.h"
-/* Create a fresh emulated device (capacity and segment size; 0 = default)
+/* Create a fresh emulated device (capacity, 0 = 32 MiB; segment size, 0 = default)
  * and open it; NULL (with a message) on failure. */
 struct tdax_device *tdax_test_new_device(uint64_t capacity, uint32_t seg_size);
 /* Create (or open) NAME in the scratch directory and register it in dev:
