@@ -31,6 +31,7 @@ import argparse
 import itertools
 import json
 import os
+import signal
 import sys
 from multiprocessing import Pool
 from pathlib import Path
@@ -200,7 +201,15 @@ def sim_cmd(argv):
 def main():
     if len(sys.argv) < 2 or sys.argv[1] not in ("trace", "sim"):
         raise SystemExit("usage: tdax trace info|dump FILE | tdax sim FILE ...")
-    (trace_cmd if sys.argv[1] == "trace" else sim_cmd)(sys.argv[2:])
+    try:
+        (trace_cmd if sys.argv[1] == "trace" else sim_cmd)(sys.argv[2:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went (tdax trace dump F | head): stop as a C tool's
+        # SIGPIPE would, quietly; the interpreter's own flush at exit
+        # must not find the pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + signal.SIGPIPE)
 
 
 if __name__ == "__main__":

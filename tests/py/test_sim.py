@@ -3,7 +3,9 @@ must reproduce that run's own counters."""
 import ctypes
 import json
 import re
+import signal
 import struct
+import subprocess
 import sys
 
 import pytest
@@ -61,6 +63,11 @@ def test_trace_info_and_dump(dev, diskdir):
     assert i["tunables"]["upgrade_threshold"] == 60 and not i["truncated_tail"]
     dump = run(TDAX, "trace", "dump", trace, "--limit", "5", check=0).stdout.splitlines()
     assert len(dump) == 5 and "d.db" in "".join(dump)
+    # A reader that went (| head): the end of a C tool's SIGPIPE, no traceback.
+    p = subprocess.Popen([TDAX, "trace", "dump", trace], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 128 + signal.SIGPIPE and "Traceback" not in err, err
     bad = diskdir / "bad.bin"
     bad.write_bytes(b"x" * 100)
     p = run(TDAX, "trace", "info", bad)
