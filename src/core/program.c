@@ -179,6 +179,30 @@ enum tdax_program_kind tdax_program_kind(const char *cmd, bool search, char *pat
 	return TDAX_PROGRAM_UNKNOWN;
 }
 
+/* Go's linker names its build ID note "Go" (with its NUL: 3 or 4 bytes,
+ * padded to 4). */
+#define GO_NOTE_BUILDID 4
+
+bool tdax_program_go_notes(const void *notes, size_t len)
+{
+	const uint8_t *p = notes;
+	size_t left = len;
+	while (left >= sizeof(Elf64_Nhdr)) {
+		Elf64_Nhdr n;
+		memcpy(&n, p, sizeof(n));
+		size_t name = ((size_t)n.n_namesz + 3) & ~(size_t)3, desc = ((size_t)n.n_descsz + 3) & ~(size_t)3;
+		left -= sizeof(n);
+		p += sizeof(n);
+		if (name > left || desc > left - name)
+			return false;
+		if (n.n_type == GO_NOTE_BUILDID && (n.n_namesz == 3 || n.n_namesz == 4) && !memcmp(p, "Go", 3))
+			return true;
+		left -= name + desc;
+		p += name + desc;
+	}
+	return false;
+}
+
 /* Each site's function body (or its start), where in it the bytes to
  * rewrite begin, and how many. */
 static const struct {

@@ -53,6 +53,10 @@ size_t tdax_program_go_site_len(enum tdax_go_site which);
  * executable segments? */
 bool tdax_program_go_rewritable(const char *path);
 
+/* Do these ELF notes (a PT_NOTE segment's len bytes, as loaded) hold Go's
+ * build ID, which every Go binary -- program or c-shared library -- has? */
+bool tdax_program_go_notes(const void *notes, size_t len);
+
 /* Whether a program of this kind makes its file calls without libc. */
 static inline bool tdax_program_skips_libc(enum tdax_program_kind kind)
 {

@@ -304,3 +304,55 @@ __attribute__((constructor)) static void gort_start(void)
 	if (!tdax_env_on("TDAX_QUIET"))
 		tdax_warn("this Go program's calls cannot be seen (%s): every sync goes to the kernel%s", why, "");
 }
+
+/* ---- a Go library in a libc program ------------------------------------ */
+
+/*
+ * A Go library (-buildmode=c-shared) in a program the libc hooks serve,
+ * linked at build time or opened by dlopen: its runtime makes its calls as
+ * a Go program's does, unseen -- a write of it to a descriptor tdax
+ * manages would be lost at a power cut after the program's lightweight
+ * sync. Its runtime starts its first thread through the program's
+ * pthread_create (cgo's C part, from the library's initializer), before
+ * any of its Go code runs: there the process goes blind (interpose.h). A
+ * Go main program's own threads are not a library's: tdax run rewrote it,
+ * or supervises it.
+ */
+struct golib {
+	uintptr_t caller;
+	const char *name; /* the library holding caller, if it has a Go runtime */
+};
+
+static int golib_look(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	struct golib *g = data;
+	bool holds = false, go = false;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t at = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && g->caller - at < ph->p_memsz)
+			holds = true;
+		else if (ph->p_type == PT_NOTE && tdax_program_go_notes((const void *)at, ph->p_filesz))
+			go = true;
+	}
+	if (!holds)
+		return 0;
+	g->name = go && info->dlpi_name[0] ? info->dlpi_name : NULL; /* ("": the main program) */
+	return 1;
+}
+
+EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	if (!tdax_rt.blind) {
+		struct golib g = { (uintptr_t)__builtin_return_address(0), NULL };
+		dl_iterate_phdr(golib_look, &g);
+		if (g.name) {
+			tdax_go_blind();
+			if (!tdax_env_on("TDAX_QUIET"))
+				tdax_warn("a Go library (%s) makes its calls unseen: every sync of this process "
+					  "goes to the kernel%s", g.name, "");
+		}
+	}
+	return TDAX_REAL(pthread_create)(t, attr, fn, arg);
+}

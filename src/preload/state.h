@@ -8,6 +8,7 @@
 #ifndef TDAX_STATE_H
 #define TDAX_STATE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -127,7 +128,8 @@ extern struct tdax_runtime tdax_rt;
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
 	X(vfork, pid_t, (void))                                                       \
 	X(_exit, void, (int))                                                         \
-	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))
+	X(sigaction, int, (int, const struct sigaction *, struct sigaction *))        \
+	X(pthread_create, int, (pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 
 #define TDAX_REAL_FIELD(name, ret, params) ret(*name) params;
 struct tdax_real {

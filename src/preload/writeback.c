@@ -181,7 +181,7 @@ void tdax_writeback_ensure(void)
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	/* Without the thread, records only go at the next real sync or exit; a
 	 * full log then makes syncs real. Do not retry per write. */
-	if (pthread_create(&t, &a, thread_main, NULL) == 0)
+	if (TDAX_REAL(pthread_create)(&t, &a, thread_main, NULL) == 0)
 		pthread_setname_np(t, "tdax-writeback");
 	pthread_attr_destroy(&a);
 }
