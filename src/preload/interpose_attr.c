@@ -7,13 +7,19 @@
  * call's. By descriptor, the descriptor's mode is told; by name, the
  * registered file the name leads to (one stat() for a name that leads to
  * no registered file, nothing while the process has not attached).
+ * glibc's older time calls (utime, utimes, lutimes, futimes, futimesat)
+ * make their system call themselves, not through utimensat: hooked too.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "preload/interpose.h"
 #include "preload/mode.h"
@@ -95,6 +101,32 @@ EXPORT int utimensat(int dirfd, const char *path, const struct timespec times[2]
 	if (r == 0 && (flags & AT_EMPTY_PATH) && !*path)
 		return by_fd(dirfd, r);
 	return by_name(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), r);
+}
+
+EXPORT int utime(const char *path, const struct utimbuf *times)
+{
+	return by_name(AT_FDCWD, path, true, REAL(utime)(path, times));
+}
+
+EXPORT int utimes(const char *path, const struct timeval times[2])
+{
+	return by_name(AT_FDCWD, path, true, REAL(utimes)(path, times));
+}
+
+EXPORT int lutimes(const char *path, const struct timeval times[2])
+{
+	return by_name(AT_FDCWD, path, false, REAL(lutimes)(path, times));
+}
+
+EXPORT int futimes(int fd, const struct timeval times[2])
+{
+	return by_fd(fd, REAL(futimes)(fd, times));
+}
+
+EXPORT int futimesat(int dirfd, const char *path, const struct timeval times[2])
+{
+	int r = REAL(futimesat)(dirfd, path, times);
+	return path ? by_name(dirfd, path, true, r) : by_fd(dirfd, r); /* (NULL: the descriptor) */
 }
 
 EXPORT int fsetxattr(int fd, const char *name, const void *value, size_t size, int flags)

@@ -16,9 +16,13 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "preload/fdtable.h"
 #include "preload/promoted.h"
@@ -90,6 +94,47 @@ EXPORT long syscall(long nr, ...)
 		return sendfile((int)a, (int)b, (off_t *)c, (size_t)d);
 	case SYS_splice:
 		return splice((int)a, (off_t *)b, (int)c, (off_t *)d, (size_t)e, (unsigned)f);
+	/* Attributes, which an fsync promises (interpose_attr.c). The
+	 * kernel's utimensat and futimesat take a NULL path for the
+	 * descriptor itself, glibc's utimensat does not. */
+	case SYS_chmod:
+		return chmod((const char *)a, (mode_t)b);
+	case SYS_fchmod:
+		return fchmod((int)a, (mode_t)b);
+	case SYS_fchmodat:
+		return fchmodat((int)a, (const char *)b, (mode_t)c, 0);
+	case SYS_chown:
+		return chown((const char *)a, (uid_t)b, (gid_t)c);
+	case SYS_fchown:
+		return fchown((int)a, (uid_t)b, (gid_t)c);
+	case SYS_lchown:
+		return lchown((const char *)a, (uid_t)b, (gid_t)c);
+	case SYS_fchownat:
+		return fchownat((int)a, (const char *)b, (uid_t)c, (gid_t)d, (int)e);
+	case SYS_utimensat:
+		if (!b && !d)
+			return futimens((int)a, (const struct timespec *)c);
+		if (b)
+			return utimensat((int)a, (const char *)b, (const struct timespec *)c, (int)d);
+		break;
+	case SYS_utime:
+		return utime((const char *)a, (const struct utimbuf *)b);
+	case SYS_utimes:
+		return utimes((const char *)a, (const struct timeval *)b);
+	case SYS_futimesat:
+		return futimesat((int)a, (const char *)b, (const struct timeval *)c);
+	case SYS_setxattr:
+		return setxattr((const char *)a, (const char *)b, (const void *)c, (size_t)d, (int)e);
+	case SYS_lsetxattr:
+		return lsetxattr((const char *)a, (const char *)b, (const void *)c, (size_t)d, (int)e);
+	case SYS_fsetxattr:
+		return fsetxattr((int)a, (const char *)b, (const void *)c, (size_t)d, (int)e);
+	case SYS_removexattr:
+		return removexattr((const char *)a, (const char *)b);
+	case SYS_lremovexattr:
+		return lremovexattr((const char *)a, (const char *)b);
+	case SYS_fremovexattr:
+		return fremovexattr((int)a, (const char *)b);
 	case SYS_close:
 		return close((int)a);
 	case SYS_close_range:

@@ -385,6 +385,45 @@ for change in (lambda: os.fchmod(fd, 0o600), lambda: os.chmod(path, 0o640),
     assert oct(path.stat().st_mode & 0o777) == oct(0o640)
 
 
+def test_attribute_changes_by_glibcs_old_calls_and_by_syscall_are_seen_too(dev, diskdir):
+    """The same through the calls that skip the hooked wrappers: glibc's
+    utime, utimes, lutimes, futimes and futimesat (each calls the kernel
+    itself) and syscall(2) of chmod, chown, utimensat (a NULL path: the
+    descriptor), utimes and xattr calls -- what a Go program rewritten
+    makes (os.Chmod, File.Chown, os.Chtimes). Each makes the next fsync
+    real; before, they were unseen and it stayed lightweight."""
+    path = diskdir / "b"
+    code = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS = {"fchmod": 91, "fchmodat": 268, "fchown": 93, "fchownat": 260, "utimensat": 280, "utimes": 235,
+       "fsetxattr": 190, "lremovexattr": 198}
+path = sys.argv[1].encode()
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+os.fsync(fd)                                         # light: its creation is a record
+os.write(fd, b"x" * 100); os.fdatasync(fd)           # light
+changes = [lambda: libc.utime(path, None), lambda: libc.utimes(path, None), lambda: libc.lutimes(path, None),
+           lambda: libc.futimes(fd, None), lambda: libc.futimesat(-100, path, None),
+           lambda: libc.syscall(SYS["fchmod"], fd, 0o600), lambda: libc.syscall(SYS["fchmodat"], -100, path, 0o640, 0),
+           lambda: libc.syscall(SYS["fchown"], fd, os.getuid(), -1),
+           lambda: libc.syscall(SYS["fchownat"], -100, path, os.getuid(), -1, 0),
+           lambda: libc.syscall(SYS["utimensat"], fd, None, None, 0),
+           lambda: libc.syscall(SYS["utimes"], path, None),
+           lambda: libc.syscall(SYS["fsetxattr"], fd, b"user.tdax", b"1", 1, 0),
+           lambda: libc.syscall(SYS["lremovexattr"], path, b"user.tdax")]
+for change in changes:
+    assert change() == 0, os.strerror(ctypes.get_errno())
+    os.fdatasync(fd)                                 # light: no attribute promised
+    os.fsync(fd)                                     # real
+    os.fsync(fd)                                     # light again
+print(len(changes))
+"""
+    n = int(tdax_run(dev, code, path).stdout)
+    c = info(dev)["counters"]
+    assert n == 13 and c["real_syncs"] == n and c["light_syncs"] == 2 + n * 2, c
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+
+
 def test_unseen_writer_is_caught_by_the_size_guard(dev, diskdir):
     path = diskdir / "u"
     c = fallback_case(dev, path, "import subprocess; subprocess.run(['/bin/sh', '-c', 'echo x >> %s'], env={})" % path)
