@@ -208,6 +208,27 @@ EXPORT long syscall(long nr, ...)
 		return execveat((int)a, (const char *)b, (char *const *)c, (char *const *)d, (int)e);
 	case SYS_sendmsg:
 		return sendmsg((int)a, (const struct msghdr *)b, (int)c);
+	case SYS_sendmmsg:
+		return sendmmsg((int)a, (struct mmsghdr *)b, (unsigned)c, (int)d);
+	/* Names in a directory, which a directory's sync promises (dirsync.h). */
+	case SYS_mkdir:
+		return mkdir((const char *)a, (mode_t)b);
+	case SYS_mkdirat:
+		return mkdirat((int)a, (const char *)b, (mode_t)c);
+	case SYS_rmdir:
+		return rmdir((const char *)a);
+	case SYS_link:
+		return link((const char *)a, (const char *)b);
+	case SYS_linkat:
+		return linkat((int)a, (const char *)b, (int)c, (const char *)d, (int)e);
+	case SYS_symlink:
+		return symlink((const char *)a, (const char *)b);
+	case SYS_symlinkat:
+		return symlinkat((const char *)a, (int)b, (const char *)c);
+	case SYS_mknod:
+		return mknod((const char *)a, (mode_t)b, (dev_t)c);
+	case SYS_mknodat:
+		return mknodat((int)a, (const char *)b, (mode_t)c, (dev_t)d);
 	case SYS_rt_sigaction:
 		if (b)
 			tdax_lease_signal_claimed((int)a);

@@ -50,14 +50,35 @@ elif scenario == "spawn":
 elif scenario == "system":
     os.set_inheritable(fd, True)
     assert os.system("env -u LD_PRELOAD /bin/sh -c 'printf x >&%d'" % fd) == 0
-elif scenario == "sent":
+elif scenario in ("sent", "sent-raw"):
     mine, theirs = socket.socketpair()
     recv = "import socket, os; s = socket.socket(fileno=%d); _, fds, _, _ = socket.recv_fds(s, 1, 1); " \
            "os.write(fds[0], b'x'); s.send(b'k')" % theirs.fileno()
-    p = subprocess.Popen([sys.executable, "-c", recv], pass_fds=[theirs.fileno()], env=plain)
-    socket.send_fds(mine, [b"f"], [fd])
+    # Through a shell that does not wait for it: once the shell is gone no
+    # child of this process shares the open file, and the lease comes back
+    # before the hand-over, which alone must end its trust.
+    subprocess.run(["/bin/sh", "-c", '"$0" -c "$1" &', sys.executable, recv], pass_fds=[theirs.fileno()],
+                   env=plain, check=True)
+    time.sleep(0.15)  # past the retry interval of a lease
+    for i in range(20):
+        os.write(fd, b"a" * 100)
+        os.fdatasync(fd)
+    if scenario == "sent":
+        socket.send_fds(mine, [b"f"], [fd])
+    else:  # sendmmsg through syscall(2), as a Go program rewritten would
+        import ctypes, struct
+        class msghdr(ctypes.Structure):
+            _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.c_void_p),
+                        ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p),
+                        ("controllen", ctypes.c_size_t), ("flags", ctypes.c_int), ("pad", ctypes.c_int),
+                        ("len", ctypes.c_uint), ("pad2", ctypes.c_uint)]  # (a struct mmsghdr)
+        data = ctypes.create_string_buffer(b"f", 1)
+        iov = ctypes.create_string_buffer(struct.pack("<QQ", ctypes.addressof(data), 1), 16)
+        ctl = ctypes.create_string_buffer(struct.pack("<QiiiI", 20, socket.SOL_SOCKET, socket.SCM_RIGHTS, fd, 0), 24)
+        m = msghdr(None, 0, ctypes.addressof(iov), 1, ctypes.addressof(ctl), 24, 0, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.syscall(307, mine.fileno(), ctypes.byref(m), 1, 0) == 1, ctypes.get_errno()  # SYS_sendmmsg
     assert mine.recv(1) == b"k"
-    p.wait()
 elif scenario == "fork":
     pid = os.fork()
     if pid == 0:
@@ -159,15 +180,18 @@ def test_a_closed_descriptor_lets_its_lease_go(dev, diskdir, short_lease_break_t
     assert c["leases"] == 1 and c["lease_breaks"] == 0 and c["real_syncs"] == 1, c
 
 
-@pytest.mark.parametrize("scenario", ["exec", "spawn", "system", "sent"])
+@pytest.mark.parametrize("scenario", ["exec", "spawn", "system", "sent", "sent-raw"])
 def test_a_descriptor_handed_to_a_program_without_tdax_ends_the_trust(dev, diskdir, scenario):
     """The program writes through the same open file: no open, no break.
     The hand-over itself (an exec or spawn inheriting the descriptor, a
-    descriptor sent over a socket) must end the lease's trust."""
+    descriptor sent over a socket, by sendmsg or by sendmmsg through
+    syscall(2)) must end the lease's trust."""
     path = diskdir / "f"
     c = counters_after(dev, path, scenario, env={"TDAX_TEST_LEASE_TRUST_MS": "60000"})
     assert c["fallback_unseen_write"] == 1 and c["real_syncs"] == 1, (scenario, c)
-    assert path.read_bytes() == b"a" * 2000 + b"x"
+    sent = scenario.startswith("sent")
+    assert c["leases"] == 1 + sent, c  # (sent: taken again before the hand-over)
+    assert path.read_bytes() == b"a" * (4000 if sent else 2000) + b"x"
 
 
 def test_background_checkpoints_go_through_the_leased_open_file(dev, diskdir):
