@@ -150,3 +150,79 @@ def test_a_go_program_that_cannot_be_rewritten_says_so_and_keeps_every_sync_real
     assert (diskdir / "out").read_bytes() == LINES
     c = status(dev)
     assert c["light_syncs"] == 0 and c["logged_writes"] == 0, c
+
+
+# Appends 20 x 100 B with a sync after each (the lease is taken), hands the
+# file to a child as its descriptor 3 by ForkExec (Go's vfork: the child
+# runs on this memory and makes its dup3 and execve through the rewritten
+# function), the child -- a program without tdax -- appends "x", and one
+# more sync.
+GOHANDER = r"""
+package main
+
+import "C"
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+func main() {
+	f, err := syscall.Open(os.Args[1], syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND|syscall.O_CLOEXEC, 0644)
+	if err != nil {
+		os.Exit(1)
+	}
+	a := make([]byte, 100)
+	for i := range a {
+		a[i] = 'a'
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := syscall.Write(f, a); err != nil || syscall.Fdatasync(f) != nil {
+			os.Exit(2)
+		}
+		if i == 0 {
+			time.Sleep(100 * time.Millisecond) // the write-back thread starts: a lease needs it
+		}
+	}
+	null, _ := syscall.Open("/dev/null", syscall.O_RDWR, 0)
+	attr := &syscall.ProcAttr{Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(f)},
+		Env: []string{"PATH=/usr/bin:/bin"}}
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "printf x >&3"}, attr)
+	var ws syscall.WaitStatus
+	if err != nil {
+		os.Exit(3)
+	}
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+		os.Exit(4)
+	}
+	if syscall.Fdatasync(f) != nil {
+		os.Exit(5)
+	}
+	os.Stderr.WriteString("synced\n")
+}
+"""
+
+
+def test_a_file_handed_to_a_child_by_forkexec_makes_the_next_sync_real(dev, diskdir, tmp_path):
+    """The child writes through the same open file: no open, no break, and
+    its exec is made raw from Go's vfork child. The sync after the child's
+    write must be real. (No lease is taken in a Go program -- its runtime
+    takes every signal, the lease's too -- so the size guard catches the
+    write; were leases made to work in Go, this exec would have to end
+    their trust, as a libc program's exec does.)"""
+    d = tmp_path / "hander"
+    d.mkdir()
+    (d / "main.go").write_text(GOHANDER)
+    (d / "go.mod").write_text("module hander\n\ngo 1.19\n")
+    cache = BUILD / "gocache"
+    run(GO, "build", "-o", d / "hander", ".", cwd=d, check=0,
+        env={"GOCACHE": str(cache), "GOPATH": str(cache / "path"), "GOFLAGS": "-mod=mod",
+             "GOTOOLCHAIN": "local", "CGO_ENABLED": "1"})
+    f = diskdir / "f"
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", d / "hander", f,
+            env={**ENV, "TDAX_TEST_LEASE_TRUST_MS": "60000"})
+    assert p.returncode == 0 and p.stderr.endswith("synced\n"), p.stderr
+    assert f.read_bytes() == b"a" * 2000 + b"x"
+    c = status(dev)
+    assert c["leases"] == 0 and c["fallback_unseen_write"] == 1 and c["real_syncs"] == 1, c
