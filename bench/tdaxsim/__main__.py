@@ -203,7 +203,8 @@ def main():
         raise SystemExit("usage: tdax trace info|dump FILE | tdax sim FILE ...")
     try:
         (trace_cmd if sys.argv[1] == "trace" else sim_cmd)(sys.argv[2:])
-        sys.stdout.flush()
+        if sys.stdout:  # (None: started with it closed, as the C commands take it: /dev/null)
+            sys.stdout.flush()
     except BrokenPipeError:
         # The reader went (tdax trace dump F | head): stop as a C tool's
         # SIGPIPE would, quietly; the interpreter's own flush at exit

@@ -2,6 +2,7 @@
 must reproduce that run's own counters."""
 import ctypes
 import json
+import os
 import re
 import signal
 import struct
@@ -68,6 +69,9 @@ def test_trace_info_and_dump(dev, diskdir):
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 128 + signal.SIGPIPE and "Traceback" not in err, err
+    p = subprocess.run([TDAX, "trace", "info", trace], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, preexec_fn=lambda: os.close(1))  # started with stdout closed
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     bad = diskdir / "bad.bin"
     bad.write_bytes(b"x" * 100)
     p = run(TDAX, "trace", "info", bad)
