@@ -21,4 +21,18 @@
 #define TDAX_TEST_ENV(name) ((const char *)NULL)
 #endif
 
+#ifdef TDAX_TEST_BUILD
+#include <unistd.h>
+/* While the file TDAX_TEST_<name> names exists, wait here: a test holds a
+ * race's window open with it. */
+#define TDAX_TEST_HOLD_WHILE(name)                                              \
+	do {                                                                    \
+		const char *flag_ = TDAX_TEST_ENV(name);                        \
+		while (flag_ && access(flag_, F_OK) == 0)                       \
+			usleep(1000);                                           \
+	} while (0)
+#else
+#define TDAX_TEST_HOLD_WHILE(name) ((void)0)
+#endif
+
 #endif

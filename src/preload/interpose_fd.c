@@ -511,7 +511,7 @@ void tdax_go_blind(void)
 	/* Before the process has attached too: a ring set up first names the
 	 * files it opens later as much as any (each is then managed blind,
 	 * manage.c); there is nothing managed yet to let go. */
-	tdax_rt.blind = true;
+	__atomic_store_n(&tdax_rt.blind, true, __ATOMIC_SEQ_CST); /* (before the entries are read: manage.c) */
 	if (!tdax_on())
 		return;
 	for (int fd = 0; fd < TDAX_MAX_FDS; fd++) {

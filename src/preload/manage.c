@@ -8,6 +8,7 @@
 #include "preload/manage.h"
 #include "preload/views.h"
 #include "core/sys.h"
+#include "core/testaid.h"
 #include "core/trace.h"
 #include "preload/coherent.h"
 #include "preload/fdtable.h"
@@ -19,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -338,6 +340,22 @@ static bool may_wait(int fd, enum tdax_heir heir, int flags, bool made, const st
 	       !has_entry(fd, st, true); /* (unreadable: the registration says why) */
 }
 
+/*
+ * After a registered file's entry for fd is stored: the process may have
+ * gone blind since this thread looked (another thread's io_uring,
+ * tdax_go_blind). That thread stores the flag, then reads every entry;
+ * this one stored the entry and reads the flag now: one of the two sees
+ * the other, and the file goes to the kernel's sync path either way. (An
+ * entry that waits unregistered needs no second look: its registration
+ * comes back here.)
+ */
+static void blind_since(int fd, uint32_t idx, uint32_t gen)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (__atomic_load_n(&tdax_rt.blind, __ATOMIC_RELAXED))
+		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
+}
+
 /* tdax_manage of a number that has no entry now. */
 static bool manage_fresh(int fd, const char *path_or_null, int flags)
 {
@@ -388,8 +406,10 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		tdax_trace_event(TDAX_TR_OPEN, idx, gen, 0, (uint16_t)(created ? TDAX_TRF_CREATE : 0));
 	if (!logged && ((flags & O_TRUNC) || (created && (flags & O_CREAT))))
 		tdax_coherent_uncover(idx, TDAX_FB_METADATA); /* the directory entry / size need the kernel */
-	if (tdax_rt.blind)
+	bool blind = tdax_rt.blind;
+	if (blind)
 		tdax_coherent_unmanage(fd, idx, gen, TDAX_FB_ASYNC);
+	TDAX_TEST_HOLD_WHILE("MANAGE_PAUSE_IF");
 	tdax_fd_hold(idx);
 	uint16_t sync = sync_flags(flags);
 	uint32_t twin = sync ? (uint32_t)tdax_twin_open(fd, flags) : 0;
@@ -403,6 +423,8 @@ static bool manage_fresh(int fd, const char *path_or_null, int flags)
 		.opened_in = opened_in(path_or_null),
 	};
 	tdax_fd_used(fd);
+	if (!blind)
+		blind_since(fd, idx, gen);
 	return logged;
 }
 

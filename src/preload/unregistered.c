@@ -78,9 +78,7 @@ void tdax_unregistered_join(int fd, const struct tdax_fd *e)
 #ifdef TDAX_TEST_BUILD
 void tdax_unregistered_test_pause(void)
 {
-	const char *flag = TDAX_TEST_ENV("UNREGISTERED_PAUSE_IF");
-	while (flag && access(flag, F_OK) == 0)
-		usleep(1000);
+	TDAX_TEST_HOLD_WHILE("UNREGISTERED_PAUSE_IF");
 }
 #endif
 

@@ -7,9 +7,12 @@ light syncs, sets a ring up, writes over them through the ring, syncs (by
 libc or by the ring), is killed and loses its disk's cache: the ring's
 write is there, and no older record is replayed over it."""
 
+import os
+from pathlib import Path
+
 import pytest
 
-from conftest import acked_under_tdax, build_both, killed_and_cut
+from conftest import acked_under_tdax, build_both, info, killed_and_cut, tdax_run
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) through a ring, then a sync.
@@ -88,3 +91,38 @@ def test_a_ring_makes_the_process_blind_and_nothing_acknowledged_is_lost(dev, vo
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == EXPECT, f"acknowledged data lost ({how}, --intercept {intercept})"
+
+
+def test_a_ring_set_up_while_another_thread_manages_a_file_makes_that_file_blind_too(dev, diskdir):
+    """One thread opens a file (write-only and new: registered at once under
+    policy always) and is held between its look at the blind flag and its
+    entry's store (TDAX_TEST_MANAGE_PAUSE_IF) while another sets a ring up.
+    The ring's scan of the entries cannot see the file yet; the opener's
+    second look after its store must: the file's syncs are real. (Before,
+    they were lightweight: written through the ring, lost at a power cut.)"""
+    path, flag = diskdir / "f", Path(f"/dev/shm/tdax-hold-{os.getpid()}")  # (tmpfs: not a file tdax manages)
+    code = r"""
+import ctypes, os, sys, threading, time
+path, flag = sys.argv[1], sys.argv[2]
+first = os.open(path + ".first", os.O_WRONLY | os.O_CREAT, 0o644)  # the process attaches
+os.write(first, b"a"); os.fsync(first)
+open(flag, "w").close()
+out = {}
+t = threading.Thread(target=lambda: out.setdefault("fd", os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)))
+t.start()
+time.sleep(0.3)                                    # the open is held in its window
+params = ctypes.create_string_buffer(120)
+assert ctypes.CDLL(None).syscall(425, 8, params) >= 0   # io_uring_setup: the process goes blind
+os.unlink(flag)
+t.join()
+for i in range(3):
+    os.write(out["fd"], b"x" * 100)
+    os.fdatasync(out["fd"])
+"""
+    try:
+        r = tdax_run(dev, code, path, flag, env={"TDAX_TEST_MANAGE_PAUSE_IF": str(flag)})
+    finally:
+        flag.unlink(missing_ok=True)
+    assert r.returncode == 0, r.stderr
+    c = info(dev)["counters"]
+    assert c["real_syncs"] >= 3 and c["light_syncs"] <= 1, c
