@@ -19,6 +19,8 @@
  *
  * Only these two functions are rewritten, found by their exact bytes
  * (program.h: each once in the program's text, or neither is rewritten).
+ * A Go library in a libc program (c-shared) is rewritten the same way when
+ * its runtime starts its first thread (the pthread_create hook, below).
  * The runtime's other calls (futex, epoll, anonymous mmap, signals,
  * clone) have sites of their own and never name a file. A Go program in
  * which they are not found, or cannot be rewritten, goes blind
@@ -186,17 +188,17 @@ void tdax_gort_exit(int status)
 		tdax_syscall(SYS_exit_group, status);
 }
 
-/* The main program's sites, and where its text is. */
+/* A Go runtime's sites (the main program's, or a Go library's), and where
+ * its object's text is. */
 struct program {
 	uintptr_t site[TDAX_GO_SITES]; /* the bytes to rewrite, or 0 */
 	int sites[TDAX_GO_SITES];      /* how many matches */
 	uintptr_t lo;                  /* its lowest address */
 };
 
-static int look(struct dl_phdr_info *info, size_t size, void *data)
+/* Where the object info is loaded, into p->lo. */
+static void lowest(const struct dl_phdr_info *info, struct program *p)
 {
-	(void)size;
-	struct program *p = data;
 	p->lo = UINTPTR_MAX;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -204,6 +206,11 @@ static int look(struct dl_phdr_info *info, size_t size, void *data)
 		if (ph->p_type == PT_LOAD && at < p->lo)
 			p->lo = at;
 	}
+}
+
+/* The sites in the executable segments of the object info. */
+static void scan(const struct dl_phdr_info *info, struct program *p)
+{
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -217,8 +224,19 @@ static int look(struct dl_phdr_info *info, size_t size, void *data)
 				p->site[w] = at + (uintptr_t)off;
 		}
 	}
+}
+
+static int look(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	lowest(info, data);
+	scan(info, data);
 	return 1; /* the first object is the program */
 }
+
+/* The one runtime rewritten (tdax_gort_back is its): the program's, or a
+ * Go library's; 0 while none is. */
+static _Atomic uintptr_t rewritten_lo;
 
 /* A page for the stubs within a jump's reach of the sites, below the
  * program (what lies above it is the heap's to grow into). */
@@ -298,8 +316,10 @@ __attribute__((constructor)) static void gort_start(void)
 	dl_iterate_phdr(look, &p);
 	(void)tdax_pid(); /* learnt here, where no vfork child can be the one to learn it */
 	const char *why = rewrite(&p);
-	if (!why)
+	if (!why) {
+		atomic_store(&rewritten_lo, p.lo);
 		return;
+	}
 	tdax_go_blind();
 	if (!tdax_env_on("TDAX_QUIET"))
 		tdax_warn("this Go program's calls cannot be seen (%s): every sync goes to the kernel%s", why, "");
@@ -310,17 +330,20 @@ __attribute__((constructor)) static void gort_start(void)
 /*
  * A Go library (-buildmode=c-shared) in a program the libc hooks serve,
  * linked at build time or opened by dlopen: its runtime makes its calls as
- * a Go program's does, unseen -- a write of it to a descriptor tdax
- * manages would be lost at a power cut after the program's lightweight
- * sync. Its runtime starts its first thread through the program's
- * pthread_create (cgo's C part, from the library's initializer), before
- * any of its Go code runs: there the process goes blind (interpose.h). A
- * Go main program's own threads are not a library's: tdax run rewrote it,
- * or supervises it.
+ * a Go program's does, and a write of it to a descriptor tdax manages
+ * would be lost at a power cut after the program's lightweight sync. Its
+ * runtime starts its first thread through the program's pthread_create
+ * (cgo's C part, from the library's initializer), before any of its Go
+ * code runs: there its Syscall6 and runtime.exit are rewritten as a Go
+ * program's are (one runtime a process: tdax_gort_back), unless
+ * --intercept libc says the hooks alone; a library that is not rewritten
+ * makes the process blind (interpose.h). A Go main program's own threads
+ * are not a library's: tdax run rewrote it, or supervises it.
  */
 struct golib {
 	uintptr_t caller;
-	const char *name; /* the library holding caller, if it has a Go runtime */
+	const char *name;   /* the library holding caller, if it has a Go runtime */
+	struct program rt;  /* its sites, if it is not the one rewritten already */
 };
 
 static int golib_look(struct dl_phdr_info *info, size_t size, void *data)
@@ -338,20 +361,43 @@ static int golib_look(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	if (!holds)
 		return 0;
-	g->name = go && info->dlpi_name[0] ? info->dlpi_name : NULL; /* ("": the main program) */
+	if (!go || !info->dlpi_name[0]) /* ("": the main program) */
+		return 1;
+	lowest(info, &g->rt);
+	if (g->rt.lo == atomic_load(&rewritten_lo))
+		return 1; /* (its runtime's next thread) */
+	g->name = info->dlpi_name;
+	scan(info, &g->rt);
 	return 1;
+}
+
+/* Why the Go library g cannot be seen, or NULL once it is rewritten. */
+static const char *golib_rewrite(struct golib *g)
+{
+	const char *how = getenv("TDAX_INTERCEPT");
+	if (how && !strcmp(how, "libc"))
+		return "--intercept libc";
+	uintptr_t none = 0;
+	if (!atomic_compare_exchange_strong(&rewritten_lo, &none, g->rt.lo))
+		return "another Go runtime in this process is rewritten already";
+	(void)tdax_pid(); /* (learnt before any vfork child of the library's) */
+	const char *why = rewrite(&g->rt);
+	if (why)
+		atomic_store(&rewritten_lo, UINTPTR_MAX); /* (tdax_gort_back may be half set: no other) */
+	return why;
 }
 
 EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	if (!tdax_rt.blind) {
-		struct golib g = { (uintptr_t)__builtin_return_address(0), NULL };
+		struct golib g = { .caller = (uintptr_t)__builtin_return_address(0) };
 		dl_iterate_phdr(golib_look, &g);
-		if (g.name) {
+		const char *why = g.name ? golib_rewrite(&g) : NULL;
+		if (why) {
 			tdax_go_blind();
 			if (!tdax_env_on("TDAX_QUIET"))
-				tdax_warn("a Go library (%s) makes its calls unseen: every sync of this process "
-					  "goes to the kernel%s", g.name, "");
+				tdax_warn("a Go library (%s) makes its calls unseen (%s): every sync of this "
+					  "process goes to the kernel", g.name, why);
 		}
 	}
 	return TDAX_REAL(pthread_create)(t, attr, fn, arg);

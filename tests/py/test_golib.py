@@ -5,10 +5,12 @@ write the library makes to a descriptor tdax manages is unseen, and a
 lightweight sync of the program after it would lose it at a power cut.
 libtdax.so sees the library arrive (its runtime starts its first thread
 through the program's pthread_create, before any of its Go code runs,
-whether linked at build time or opened by dlopen later) and the process
-goes blind: every sync real from then on. Each case logs two writes with
-light syncs, has the library write over them, syncs through libc, is
-killed and loses its disk's cache: the library's write is there."""
+whether linked at build time or opened by dlopen later) and rewrites its
+runtime as a Go program's (its calls then reach the hooks, its writes are
+logged); under --intercept libc the process goes blind instead (every
+sync real). Each case logs two writes with light syncs, has the library
+write over them, syncs through libc, is killed and loses its disk's
+cache: the library's write is there."""
 import os
 import shutil
 import signal
@@ -16,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import ACKED_C, BUILD, TDAX, acked_under_tdax, killed_and_cut, run
+from conftest import ACKED_C, BUILD, TDAX, acked_under_tdax, info, killed_and_cut, run
 
 GO = "/usr/bin/go"  # Debian's golang-go (make deps)
 
@@ -42,30 +44,39 @@ func GoPwrite(fd C.int, p *C.char, n C.int, off C.long) C.int {
 func main() {}
 """
 
-# argv: how (linked: the library is the program's DT_NEEDED; dlopen: opened
-# after the two light syncs), file.
+# argv: how, file, and "exit" to end instead of waiting for the kill (its
+# counters then reach the device). how: linked (golib, built with LINKED:
+# the library is its DT_NEEDED), dlopen (golib-dl: the library opened after
+# the two light syncs), both (golib, which opens the same library under
+# another name too: a second Go runtime, whose GoPwrite it calls).
 MAIN = ACKED_C + r"""
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <string.h>
+#ifdef LINKED
 int GoPwrite(int fd, char *p, int n, long off);
+#else
+#define GoPwrite NULL
+#endif
 static char buf[8192];
 int main(int argc, char **argv) {
 	int (*go_pwrite)(int, char *, int, long) = GoPwrite;
-	must(argc == 3, "usage: golib linked|dlopen FILE");
+	must(argc >= 3, "usage: golib linked|dlopen|both FILE [exit]");
 	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
 	must(fd >= 0 && fsync(fd) == 0, "open");
 	memset(buf, 'A', sizeof(buf));
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
 	memset(buf, 'B', sizeof(buf));
 	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
-	if (!strcmp(argv[1], "dlopen")) {
-		void *lib = dlopen("libgolib2.so", RTLD_NOW);
+	if (strcmp(argv[1], "linked")) {
+		void *lib = dlopen(strcmp(argv[1], "both") ? "libgolib.so" : "libgolib2.so", RTLD_NOW);
 		must(lib && (go_pwrite = (int (*)(int, char *, int, long))dlsym(lib, "GoPwrite")), "dlopen");
 	}
 	memset(buf, 'C', 50);
 	must(go_pwrite(fd, buf, 50, 100) == 50, "GoPwrite");
 	must(fdatasync(fd) == 0, "fdatasync");
+	if (argc > 3)
+		return 0;
 	acked();
 	return 0;
 }
@@ -76,9 +87,9 @@ EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    """golib: the C program, linked to libgolib.so; libgolib2.so, the same
-    library under another name, for its dlopen (the program links the
-    first, so the second's runtime starts only at the dlopen)."""
+    """golib: the C program, linked to libgolib.so; golib-dl, the same
+    program not linked to it; libgolib2.so, the same library under another
+    name, for golib's dlopen of a second runtime."""
     assert shutil.which(GO), "Debian's Go is missing: make deps installs golang-go"
     d = tmp_path_factory.mktemp("golib")
     (d / "lib.go").write_text(GOLIB)
@@ -89,27 +100,49 @@ def progs(tmp_path_factory):
     run(GO, "build", "-buildmode=c-shared", "-o", d / "libgolib.so", ".", cwd=d, check=0, env=env)
     shutil.copy(d / "libgolib.so", d / "libgolib2.so")
     (d / "golib.c").write_text(MAIN)
-    run("cc", "-O2", "-o", d / "golib", d / "golib.c", f"-L{d}", "-lgolib", "-Wl,-rpath," + str(d), check=0)
+    run("cc", "-O2", "-DLINKED", "-o", d / "golib", d / "golib.c", f"-L{d}", "-lgolib", "-Wl,-rpath," + str(d),
+        check=0)
+    run("cc", "-O2", "-o", d / "golib-dl", d / "golib.c", "-Wl,-rpath," + str(d), check=0)
     return d
 
 
-@pytest.mark.parametrize("how", ["linked", "dlopen"])
-def test_a_go_library_makes_the_process_blind_and_nothing_acknowledged_is_lost(dev, voldisk, progs, how):
+def prog(how):
+    return "golib-dl" if how == "dlopen" else "golib"
+
+
+@pytest.mark.parametrize("how,intercept", [("linked", "auto"), ("dlopen", "auto"), ("both", "auto"),
+                                           ("linked", "libc"), ("dlopen", "libc")])
+def test_a_go_librarys_write_is_never_lost(dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
-    p = acked_under_tdax(dev, progs, "golib", "libc", how, f)
+    p = acked_under_tdax(dev, progs, prog(how), intercept, how, f)
     assert f.read_bytes() == EXPECT, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
-    assert f.read_bytes() == EXPECT, f"acknowledged data lost (the library {how})"
+    assert f.read_bytes() == EXPECT, f"acknowledged data lost (the library {how}, --intercept {intercept})"
 
 
-def test_the_process_says_why_its_syncs_are_real(dev, diskdir, progs):
-    """Without --quiet, tdax names the library it cannot see through."""
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--", str(progs / "golib"), "linked", str(diskdir / "g")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert p.stdout.readline() == "acked\n"
-    finally:
-        os.killpg(p.pid, signal.SIGKILL)
-    err = p.stderr.read()
-    p.wait()
-    assert "a Go library" in err and "libgolib.so" in err, err
+@pytest.mark.parametrize("how", ["linked", "dlopen"])
+def test_a_go_librarys_write_is_logged_and_the_programs_syncs_stay_light(dev, diskdir, progs, how):
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", progs / prog(how), how, diskdir / "g", "exit",
+            env={"TDAX_QUIET": "0"})
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert (diskdir / "g").read_bytes() == EXPECT
+    c = info(dev)["counters"]
+    assert c["real_syncs"] == 0 and c["light_syncs"] == 4 and c["logged_writes"] == 3, c
+
+
+@pytest.mark.parametrize("how,intercept,lib,why,logged", [
+    ("linked", "libc", "libgolib.so", "--intercept libc", 0),
+    ("both", "auto", "libgolib2.so", "another Go runtime in this process is rewritten already", 2)])
+def test_a_go_library_not_rewritten_makes_every_sync_real_and_says_why(dev, diskdir, progs, how, intercept, lib,
+                                                                       why, logged):
+    """--intercept libc (the hooks alone; blind from the start, the library
+    linked), or a second Go runtime (one rewritten a process; blind from
+    its dlopen, after the two logged writes): tdax names the library it
+    cannot see through, and the sync after its write is real."""
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--intercept", intercept, "--", progs / prog(how),
+            how, diskdir / "g", "exit", env={"TDAX_QUIET": "0"})
+    assert p.returncode == 0, p.stderr
+    assert f"a Go library ({progs / lib}) makes its calls unseen ({why})" in p.stderr, p.stderr
+    assert (diskdir / "g").read_bytes() == EXPECT
+    c = info(dev)["counters"]
+    assert c["real_syncs"] >= 1 and c["logged_writes"] == logged, c
