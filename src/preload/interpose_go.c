@@ -9,9 +9,10 @@
  * last move and the SYSCALL (five bytes) become a jump to a stub beside
  * the program's text, which jumps to tdax_gort_entry here: it moves to a
  * stack of the thread's own (a goroutine's is a few KiB, with no guard
- * page), hands the call to syscall(2)'s hook (interpose_syscall.c, the
- * same table a libc program's raw calls take), and returns the kernel's
- * way (-errno) to the instruction after the SYSCALL.
+ * page; the thread's stack is unmapped when it exits), hands the call to
+ * syscall(2)'s hook (interpose_syscall.c, the same table a libc program's
+ * raw calls take), and returns the kernel's way (-errno) to the
+ * instruction after the SYSCALL.
  *
  * runtime.exit (exit_group, never libc's exit) is rewritten the same way
  * into a jump to tdax_gort_exit_entry: tdax's exit work (start.h) runs
@@ -30,6 +31,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -168,8 +170,39 @@ static bool data_call(long nr)
 	       nr == SYS_preadv2 || nr == SYS_pwritev2 || nr == SYS_fsync || nr == SYS_fdatasync;
 }
 
+/*
+ * A thread's stack goes when the thread does (a pthread key's destructor):
+ * a C thread that calls into a Go library once and exits -- a server's
+ * thread a request -- would leave its 256 KiB (and a mapping) behind.
+ */
+static pthread_key_t stack_key;
+static bool stack_key_made;
+static __thread bool stack_kept TDAX_TLS;
+
+static void stack_gone(void *top)
+{
+	tdax_gort_stack = 0; /* (a later call of this thread maps another) */
+	tdax_sys_munmap((char *)top - STACK, STACK);
+}
+
+static void stack_key_make(void)
+{
+	stack_key_made = pthread_key_create(&stack_key, stack_gone) == 0;
+}
+
+static void stack_keep(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	stack_kept = true;
+	pthread_once(&once, stack_key_make);
+	if (stack_key_made)
+		pthread_setspecific(stack_key, (void *)tdax_gort_stack);
+}
+
 long tdax_gort_call(long a, long b, long c, long d, long e, long f, long nr)
 {
+	if (!stack_kept)
+		stack_keep();
 	if (atomic_load_explicit(&tdax_gort_unseen, memory_order_relaxed))
 		tdax_go_blind();
 	/* Go's os/exec runs the child of its vfork (a raw clone) on this

@@ -11,10 +11,8 @@ logged); under --intercept libc the process goes blind instead (every
 sync real). Each case logs two writes with light syncs, has the library
 write over them, syncs through libc, is killed and loses its disk's
 cache: the library's write is there."""
-import os
+import re
 import shutil
-import signal
-import subprocess
 
 import pytest
 
@@ -45,13 +43,17 @@ func main() {}
 """
 
 # argv: how, file, and "exit" to end instead of waiting for the kill (its
-# counters then reach the device). how: linked (golib, built with LINKED:
+# counters then reach the device), or "threads" to end after 101 threads,
+# one after the other, each a call of the library (and print how much the
+# process's mappings grew over the last 100). how: linked (golib, built with LINKED:
 # the library is its DT_NEEDED), dlopen (golib-dl: the library opened after
 # the two light syncs), both (golib, which opens the same library under
 # another name too: a second Go runtime, whose GoPwrite it calls).
 MAIN = ACKED_C + r"""
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef LINKED
 int GoPwrite(int fd, char *p, int n, long off);
@@ -59,6 +61,20 @@ int GoPwrite(int fd, char *p, int n, long off);
 #define GoPwrite NULL
 #endif
 static char buf[8192];
+static int (*threads_pwrite)(int, char *, int, long);
+static int threads_fd;
+static void *one(void *arg) { (void)arg; return threads_pwrite(threads_fd, buf, 50, 100) == 50 ? (void *)1 : NULL; }
+static long vm_kib(void) {
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmSize:", 7))
+			kib = atol(line + 7);
+	if (f)
+		fclose(f);
+	return kib;
+}
 int main(int argc, char **argv) {
 	int (*go_pwrite)(int, char *, int, long) = GoPwrite;
 	must(argc >= 3, "usage: golib linked|dlopen|both FILE [exit]");
@@ -75,6 +91,18 @@ int main(int argc, char **argv) {
 	memset(buf, 'C', 50);
 	must(go_pwrite(fd, buf, 50, 100) == 50, "GoPwrite");
 	must(fdatasync(fd) == 0, "fdatasync");
+	if (argc > 3 && !strcmp(argv[3], "threads")) {
+		threads_pwrite = go_pwrite, threads_fd = fd;
+		long before = 0;
+		for (int i = 0; i <= 100; i++) {
+			pthread_t t;
+			void *ok;
+			must(pthread_create(&t, NULL, one, NULL) == 0 && pthread_join(t, &ok) == 0 && ok, "thread");
+			if (i == 0) /* (glibc keeps a thread's own stack for the next: counted once, here) */
+				before = vm_kib();
+		}
+		printf("VmSize +%ld KiB\n", vm_kib() - before);
+	}
 	if (argc > 3)
 		return 0;
 	acked();
@@ -146,3 +174,16 @@ def test_a_go_library_not_rewritten_makes_every_sync_real_and_says_why(dev, disk
     assert (diskdir / "g").read_bytes() == EXPECT
     c = info(dev)["counters"]
     assert c["real_syncs"] >= 1 and c["logged_writes"] == logged, c
+
+
+def test_a_c_threads_stack_for_the_library_goes_with_the_thread(dev, diskdir, progs):
+    """100 C threads, one after the other, each calling into the library
+    once (its write through the rewritten runtime runs on a stack tdax maps
+    for the thread, 256 KiB): the stacks go with their threads (each left
+    256 KiB behind before)."""
+    p = run(TDAX, "run", "--device", dev, "--policy", "always", "--", progs / "golib", "linked", diskdir / "g",
+            "threads")
+    assert p.returncode == 0, p.stderr
+    grew = int(re.fullmatch(r"VmSize \+(-?\d+) KiB\n", p.stdout).group(1))
+    assert grew < 100 * 256 / 4, p.stdout
+    assert (diskdir / "g").read_bytes() == EXPECT
