@@ -273,6 +273,7 @@ test-c: all check-layers
 	@set -e; for t in $(CTESTS); do echo "== $$t (asan+ubsan)"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(B)/san/$$t; done
 	@echo "== test_log (tsan)"; TSAN_OPTIONS=halt_on_error=1 $(B)/tsan/test_log concurrent_threads_append_without_losing_or_sharing_sequence_numbers
+	@TSAN_OPTIONS=halt_on_error=1 $(B)/tsan/test_log threads_that_come_and_go_at_once_adopt_without_losing_or_sharing
 
 # One case at a time: many wait for a background pass or a deadline, which
 # two or three at once (pytest-xdist) made late on this 2-vCPU machine

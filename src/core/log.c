@@ -27,8 +27,10 @@
 /*
  * The segment this thread appends to, and on which opening of a device
  * (open_id: the pointer alone could be a later, different device). A thread
- * that exits leaves its segment owned by a dead tid; tdax_log_seal_dead()
- * seals it.
+ * that exits through pthread_exit (or its function's return) hands its
+ * segment to the next thread of the process that needs one (orphans,
+ * below); one that exits otherwise leaves it owned by a dead tid, and
+ * tdax_log_seal_dead() seals it.
  */
 static __thread __attribute__((tls_model("initial-exec"))) struct {
 	uint64_t open_id;
@@ -66,7 +68,29 @@ static _Atomic uint32_t claimed_next;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* A child of fork() owns nothing its parent's thread owned. */
+/*
+ * Orphans: segments of this process's threads that exited, with their
+ * records and room. A thread that exits through pthread_exit (or its
+ * function's return) gives its segment to the process -- its owner word
+ * becomes ORPHAN(pid), which no thread's id is (tid 0), alive while the
+ * process is -- and the next thread that needs a segment adopts it (the
+ * owner word moved to its own id, its appends going on at the tail and
+ * slots the other left). Without it a thread made for each request took a
+ * segment of its own, which stayed its own until its records were
+ * released: 300 such threads filled a 64 MiB device's log, and every sync
+ * after was real. Each entry: the segment + 1; for one opening of a
+ * device (orphan_dev, orphans_of), which stays open while a thread that
+ * appended to it lives (the preload's does for the process's life).
+ */
+#define ORPHANS 8
+#define ORPHAN(pid) ((uint64_t)(pid) << 32)
+static _Atomic uint32_t orphans[ORPHANS];
+static struct tdax_device *_Atomic orphan_dev;
+static _Atomic uint64_t orphans_of; /* orphan_dev's open_id */
+static pthread_key_t leaving;       /* its destructor runs at a thread's exit */
+static bool leaving_made;
+
+/* A child of fork() owns nothing its parent's thread owned, nor orphans. */
 static void forget(void)
 {
 	mine.open_id = 0;
@@ -77,9 +101,41 @@ static void forget(void)
 	mine.owner = 0;
 }
 
+static void forget_all(void)
+{
+	forget();
+	for (int i = 0; i < ORPHANS; i++)
+		atomic_store(&orphans[i], 0);
+}
+
+static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expected_owner);
+
+/* A thread that owns a segment exits: its segment becomes an orphan, or
+ * where there is no room among them, sealed (as a dead owner's would be). */
+static void thread_leaves(void *unused)
+{
+	(void)unused;
+	struct tdax_device *dev = atomic_load(&orphan_dev);
+	if (mine.seg < 0 || !dev || mine.open_id != atomic_load(&orphans_of) || mine.open_id != dev->open_id)
+		return;
+	struct tdax_seg *s = tdax_seg_at(dev, (uint32_t)mine.seg);
+	uint64_t me = mine.owner, orphan = ORPHAN(tdax_pid());
+	if (!atomic_compare_exchange_strong(&s->owner, &me, orphan))
+		return;
+	bool kept = false;
+	for (int i = 0; i < ORPHANS && !kept; i++) {
+		uint32_t none = 0;
+		kept = atomic_compare_exchange_strong(&orphans[i], &none, (uint32_t)mine.seg + 1);
+	}
+	if (!kept)
+		seg_seal(dev, s, orphan);
+	forget();
+}
+
 static void init_once(void)
 {
-	pthread_atfork(NULL, NULL, forget);
+	pthread_atfork(NULL, NULL, forget_all);
+	leaving_made = pthread_key_create(&leaving, thread_leaves) == 0;
 }
 
 static uint64_t my_owner_id(void)
@@ -87,10 +143,12 @@ static uint64_t my_owner_id(void)
 	return ((uint64_t)tdax_pid() << 32) | (uint32_t)tdax_syscall(SYS_gettid);
 }
 
-/* Is the writing thread still there (util.h: a zombie counts as dead)? */
+/* Is the writing thread still there (util.h: a zombie counts as dead)? An
+ * orphan's writer is its process. */
 static bool owner_alive(uint64_t owner)
 {
-	return tdax_task_alive((uint32_t)(owner >> 32), (uint32_t)(owner & 0xffffffffu));
+	uint32_t pid = (uint32_t)(owner >> 32), tid = (uint32_t)(owner & 0xffffffffu);
+	return tid ? tdax_task_alive(pid, tid) : tdax_pid_alive(pid);
 }
 
 uint32_t tdax_log_max_len(const struct tdax_device *dev)
@@ -173,6 +231,12 @@ static void seg_seal(struct tdax_device *dev, struct tdax_seg *s, uint64_t expec
 
 void tdax_log_seal_mine(struct tdax_device *dev)
 {
+	if (atomic_load(&orphans_of) == dev->open_id)
+		for (int i = 0; i < ORPHANS; i++) {
+			uint32_t seg = atomic_exchange(&orphans[i], 0) - 1;
+			if (seg < dev->sb->nsegs)
+				seg_seal(dev, tdax_seg_at(dev, seg), ORPHAN(tdax_pid()));
+		}
 	if (mine.open_id != dev->open_id)
 		return;
 	if (mine.seg >= 0)
@@ -334,6 +398,29 @@ void tdax_log_after_fork(const struct tdax_device *dev)
 		atomic_store(&claimed[i], 0);
 }
 
+/* Adopt an orphan (above) of this opening of dev, if there is one. */
+static struct tdax_seg *adopt(struct tdax_device *dev)
+{
+	if (atomic_load(&orphans_of) != dev->open_id)
+		return NULL;
+	for (int i = 0; i < ORPHANS; i++) {
+		uint32_t seg = atomic_exchange(&orphans[i], 0) - 1;
+		if (seg >= dev->sb->nsegs)
+			continue; /* (none: 0 - 1) */
+		struct tdax_seg *s = tdax_seg_at(dev, seg);
+		uint64_t orphan = ORPHAN(tdax_pid());
+		if (!atomic_compare_exchange_strong(&s->owner, &orphan, mine.owner))
+			continue;
+		mine.seg = (int32_t)seg;
+		mine.nslots = s->nslots < TDAX_SEG_SLOTS ? s->nslots : TDAX_SEG_SLOTS;
+		mine.tail = in_room(dev, atomic_load(&s->tail));
+		mine.tail -= mine.tail % TDAX_CACHELINE; /* (read from the region: records end on lines) */
+		mine.faulted = 0;                         /* (map_ahead asks dev->mapped) */
+		return s;
+	}
+	return NULL;
+}
+
 /* Claim a free segment for this thread, reclaiming sealed ones if needed. */
 static struct tdax_seg *claim(struct tdax_device *dev)
 {
@@ -399,6 +486,20 @@ static struct tdax_seg *seg_for_append(struct tdax_device *dev, uint32_t need, u
 		return s;
 	if (s) {
 		seg_seal(dev, s, mine.owner);
+		mine.seg = -1;
+	}
+	/* The exit hands the segment on (orphans): the key says so. */
+	if (leaving_made)
+		pthread_setspecific(leaving, &mine);
+	if (atomic_load(&orphans_of) != dev->open_id) {
+		atomic_store(&orphan_dev, dev);
+		atomic_store(&orphans_of, dev->open_id);
+	}
+	s = adopt(dev);
+	if (s) {
+		if (mine.tail + need <= room && (*slot = slot_for(s, file, fgen)))
+			return s;
+		seg_seal(dev, s, mine.owner); /* (full: as this thread's own would be) */
 		mine.seg = -1;
 	}
 	uint64_t faults0 = tdax_thread_faults(); /* (the look at each segment's owner maps it in too) */

@@ -86,10 +86,10 @@ struct tdax_seg_slot {
  * Every field is read from a region others may write: each is bounds-checked
  * where it is read (nslots against TDAX_SEG_SLOTS, tail and written against
  * the segment's room), and the owner appends with its own copies of tail and
- * nslots, taken when it claims the segment.
+ * nslots, taken when it claims the segment (or adopts it: read, then checked).
  */
 struct tdax_seg {
-	_Atomic uint64_t owner; /* TDAX_SEG_FREE/SEALED, or pid << 32 | tid */
+	_Atomic uint64_t owner; /* TDAX_SEG_FREE/SEALED, or pid << 32 | tid (0: the process's orphan, log.c) */
 	uint32_t epoch;
 	uint32_t nslots;
 	_Atomic uint64_t tail;  /* bytes of records written after the header */
@@ -169,7 +169,8 @@ void tdax_log_release(struct tdax_device *dev, uint32_t file, uint32_t fgen, uin
 /* The reclaim releases left due since the last scan, if any. */
 void tdax_log_reclaim_due(struct tdax_device *dev);
 
-/* Seal the current thread's segment (before closing the device; tests). */
+/* Seal the current thread's segment and the orphans of the process's
+ * exited threads (log.c; at exit, before closing the device; tests). */
 void tdax_log_seal_mine(struct tdax_device *dev);
 
 /*

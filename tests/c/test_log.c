@@ -513,3 +513,103 @@ TEST(reclaimed_segment_is_wiped)
 	CHECK(tdax_seg_at(dev, seg)->written == 0);
 	tdax_device_close(dev);
 }
+
+/* One record of w's file at w->n * 512, then the thread exits (its
+ * segment goes to the process: log.c, orphans). */
+static void *append_once(void *p)
+{
+	struct worker *w = p;
+	if (put(w->dev, w->f, w->g, (uint64_t)w->n * 512, 512, &w->seqs[0]))
+		w->seqs[0] = 0;
+	return NULL;
+}
+
+/* Segments whose owner is neither free nor sealed, and sealed ones. */
+static void owned_segments(struct tdax_device *dev, uint32_t *owned, uint32_t *sealed)
+{
+	*owned = *sealed = 0;
+	for (uint32_t i = 0; i < dev->sb->nsegs; i++) {
+		uint64_t o = atomic_load(&tdax_seg_at(dev, i)->owner);
+		*owned += o != TDAX_SEG_FREE && o != TDAX_SEG_SEALED;
+		*sealed += o == TDAX_SEG_SEALED;
+	}
+}
+
+TEST(threads_one_after_another_hand_their_segment_on)
+{
+	struct tdax_device *dev = tdax_test_new_device(16 << 20, 0);
+	CHECK(dev);
+	static struct worker w;
+	w = (struct worker){ .dev = dev };
+	w.f = tdax_test_new_file(dev, "seq", &w.g);
+	uint64_t last = 0;
+	for (w.n = 0; w.n < 100; w.n++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, append_once, &w) == 0 && pthread_join(t, NULL) == 0);
+		CHECK(w.seqs[0] > last);
+		last = w.seqs[0];
+	}
+	/* One segment for all of them (it was 100), kept for the process while
+	 * it lives: not a dead owner's, so not sealed by the look for them. */
+	uint32_t owned, sealed;
+	owned_segments(dev, &owned, &sealed);
+	CHECK(owned == 1 && sealed == 0);
+	CHECK(tdax_log_seal_dead(dev) == 0);
+	struct seen s;
+	scan_as(dev, &s, true); /* its owner alive: to its tail */
+	CHECK(s.n == 100 && s.bad_data == 0 && s.corrupt == 0 && s.torn == 0);
+	scan(dev, &s);
+	CHECK(s.n == 100 && s.bad_data == 0);
+	tdax_log_seal_mine(dev); /* at exit: the orphan is sealed too */
+	owned_segments(dev, &owned, &sealed);
+	CHECK(owned == 0 && sealed == 1);
+	tdax_device_close(dev);
+}
+
+/* Spawns w->n threads one after the other, each appending once. */
+static void *spawner(void *p)
+{
+	struct worker *w = p;
+	int n = w->n;
+	for (int i = 0; i < n; i++) {
+		struct worker one = { .dev = w->dev, .f = w->f, .g = w->g, .n = i };
+		pthread_t t;
+		if (pthread_create(&t, NULL, append_once, &one) != 0 || pthread_join(t, NULL) != 0)
+			return NULL;
+		w->seqs[i] = one.seqs[0];
+	}
+	return NULL;
+}
+
+TEST(threads_that_come_and_go_at_once_adopt_without_losing_or_sharing)
+{
+	struct tdax_device *dev = tdax_test_new_device(64 << 20, 0);
+	CHECK(dev);
+	enum { T = 4, N = 60 };
+	static struct worker w[T];
+	pthread_t th[T];
+	for (int t = 0; t < T; t++) {
+		char name[16];
+		snprintf(name, sizeof(name), "c%d", t);
+		w[t] = (struct worker){ .dev = dev, .n = N };
+		w[t].f = tdax_test_new_file(dev, name, &w[t].g);
+		CHECK(pthread_create(&th[t], NULL, spawner, &w[t]) == 0);
+	}
+	for (int t = 0; t < T; t++)
+		pthread_join(th[t], NULL);
+	static uint8_t used[T * N + 1];
+	memset(used, 0, sizeof(used));
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < N; i++) {
+			uint64_t q = w[t].seqs[i];
+			CHECK(q >= 1 && q <= T * N && !used[q]);
+			used[q] = 1;
+		}
+	uint64_t n = 0;
+	tdax_log_scan(dev, &(struct tdax_scan_cb){ count_rec, NULL, &n, true });
+	CHECK(n == T * N);
+	uint32_t owned, sealed;
+	owned_segments(dev, &owned, &sealed);
+	CHECK(owned <= T); /* (a claim only when no orphan is left: one a line at most) */
+	tdax_device_close(dev);
+}
