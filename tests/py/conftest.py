@@ -147,6 +147,27 @@ static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); 
 static void acked(void) { printf("acked\n"); fflush(stdout); pause(); }
 """
 
+# After ACKED_C, for the cases of a write tdax cannot see (aio, io_uring, a
+# Go library): synced_ab(path) makes the file and writes A then B over its
+# first 8 KiB, each synced (light under policy always), and returns its
+# descriptor; the case then writes 50 C at 100 its own way and syncs.
+# OVER_AB is what the file then holds.
+SYNCED_AB_C = r"""
+#include <fcntl.h>
+#include <string.h>
+static char buf[8192];
+static int synced_ab(const char *path) {
+	int fd = open(path, O_RDWR | O_CREAT, 0644);
+	must(fd >= 0 && fsync(fd) == 0, "open");
+	memset(buf, 'A', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
+	memset(buf, 'B', sizeof(buf));
+	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	return fd;
+}
+"""
+OVER_AB = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+
 
 def made_durable(directory, files):
     """Files {path: bytes} in directory, made durable without tdax (each

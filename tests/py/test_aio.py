@@ -9,11 +9,11 @@ replayed over it."""
 
 import pytest
 
-from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, OVER_AB, SYNCED_AB_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) written asynchronously, then fdatasync.
-AIO = ACKED_C + r"""
+AIO = ACKED_C + SYNCED_AB_C + r"""
 #include <aio.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,15 +23,9 @@ AIO = ACKED_C + r"""
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
-static char buf[8192];
 int main(int argc, char **argv) {
 	const char *how = argv[1];
-	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
-	must(fd >= 0 && fsync(fd) == 0, "open");
-	memset(buf, 'A', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
-	memset(buf, 'B', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	int fd = synced_ab(argv[2]);
 	memset(buf, 'C', 50);
 	if (!strcmp(how, "posix") || !strcmp(how, "lio")) {
 		struct aiocb cb = { .aio_fildes = fd, .aio_buf = buf, .aio_nbytes = 50, .aio_offset = 100,
@@ -65,7 +59,7 @@ int main(int argc, char **argv) {
 }
 """
 
-EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+EXPECT = OVER_AB
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from conftest import ACKED_C, BUILD, TDAX, acked_under_tdax, info, killed_and_cut, run
+from conftest import ACKED_C, BUILD, OVER_AB, SYNCED_AB_C, TDAX, acked_under_tdax, info, killed_and_cut, run
 
 GO = "/usr/bin/go"  # Debian's golang-go (make deps)
 
@@ -49,18 +49,15 @@ func main() {}
 # the library is its DT_NEEDED), dlopen (golib-dl: the library opened after
 # the two light syncs), both (golib, which opens the same library under
 # another name too: a second Go runtime, whose GoPwrite it calls).
-MAIN = ACKED_C + r"""
+MAIN = ACKED_C + SYNCED_AB_C + r"""
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #ifdef LINKED
 int GoPwrite(int fd, char *p, int n, long off);
 #else
 #define GoPwrite NULL
 #endif
-static char buf[8192];
 static int (*threads_pwrite)(int, char *, int, long);
 static int threads_fd;
 static void *one(void *arg) { (void)arg; return threads_pwrite(threads_fd, buf, 50, 100) == 50 ? (void *)1 : NULL; }
@@ -78,12 +75,7 @@ static long vm_kib(void) {
 int main(int argc, char **argv) {
 	int (*go_pwrite)(int, char *, int, long) = GoPwrite;
 	must(argc >= 3, "usage: golib linked|dlopen|both FILE [exit]");
-	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
-	must(fd >= 0 && fsync(fd) == 0, "open");
-	memset(buf, 'A', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
-	memset(buf, 'B', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	int fd = synced_ab(argv[2]);
 	if (strcmp(argv[1], "linked")) {
 		void *lib = dlopen(strcmp(argv[1], "both") ? "libgolib.so" : "libgolib2.so", RTLD_NOW);
 		must(lib && (go_pwrite = (int (*)(int, char *, int, long))dlsym(lib, "GoPwrite")), "dlopen");
@@ -110,7 +102,7 @@ int main(int argc, char **argv) {
 }
 """
 
-EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+EXPECT = OVER_AB
 
 
 @pytest.fixture(scope="module")

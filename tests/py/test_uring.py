@@ -12,31 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import acked_under_tdax, build_both, info, killed_and_cut, tdax_run
+from conftest import ACKED_C, OVER_AB, SYNCED_AB_C, acked_under_tdax, build_both, info, killed_and_cut, tdax_run
 
 # argv: how, file. A and B (8 KiB each, synced: light under policy always),
 # then C (50 bytes at 100) through a ring, then a sync.
-URING = r"""
-#include <fcntl.h>
+URING = ACKED_C + SYNCED_AB_C + r"""
 #include <liburing.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/syscall.h>
-#include <unistd.h>
-static char buf[8192];
-static void must(int ok, const char *what) { if (!ok) { perror(what); _exit(1); } }
 int main(int argc, char **argv) {
 	const char *how = argv[1];
 	struct io_uring ring = { 0 };
 	struct io_uring_params p = { 0 };
 	if (!strcmp(how, "before"))                   /* before the process opens a file for writing */
 		must(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
-	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
-	must(fd >= 0 && fsync(fd) == 0, "open");
-	memset(buf, 'A', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "A");
-	memset(buf, 'B', sizeof(buf));
-	must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fsync(fd) == 0, "B");
+	int fd = synced_ab(argv[2]);
 	if (!strcmp(how, "queue-init")) {             /* liburing's usual set-up */
 		must(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
 	} else if (strcmp(how, "before")) {
@@ -67,14 +56,12 @@ int main(int argc, char **argv) {
 	} else {
 		must(fdatasync(fd) == 0, "fdatasync");
 	}
-	printf("acked\n");
-	fflush(stdout);
-	pause();
+	acked();
 	return 0;
 }
 """
 
-EXPECT = b"B" * 100 + b"C" * 50 + b"B" * (8192 - 150)
+EXPECT = OVER_AB
 
 
 @pytest.fixture(scope="module")
