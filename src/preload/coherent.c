@@ -511,6 +511,24 @@ static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
 	return false;
 }
 
+/*
+ * The C library's own streams (stdin, stdout, stderr) write through its
+ * internal calls, which no hook sees: a file that is also at descriptor
+ * 0, 1 or 2 of this process (a redirection, a dup2 onto one, a daemon's
+ * closed stream's number reused) may hold bytes no record has, and no
+ * size tells of an overwrite. Its syncs are the kernel's from then on, as
+ * for any stdio stream (fdopen).
+ */
+static bool on_a_std_stream(const struct tdax_fd *e)
+{
+	for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
+		const struct tdax_fd *s = tdax_fd_get(fd);
+		if (s && s->dev == e->dev && s->ino == e->ino)
+			return true;
+	}
+	return false;
+}
+
 int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 {
 	uint32_t idx = e->file_plus1 - 1;
@@ -528,6 +546,8 @@ int tdax_coherent_sync(int fd, const struct tdax_fd *e, bool datasync)
 	}
 	if (f->gen != e->gen)
 		return tdax_mode_real_sync(fd, datasync);
+	if (__builtin_expect(on_a_std_stream(e), 0))
+		tdax_coherent_kernel_only(idx, TDAX_FB_STDIO);
 	tdax_tracking_sync(idx, e->gen);
 	int err = atomic_exchange(&rt->wb_error, 0);
 	if (err) {

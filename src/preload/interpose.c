@@ -21,6 +21,7 @@
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
@@ -602,6 +603,85 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 	FILE *f = TDAX_REAL(fdopen)(fd, mode);
 	stdio_on(f, mode);
 	return f;
+}
+
+/*
+ * dprintf and vdprintf (and their _FORTIFY_SOURCE forms) make a stream of
+ * their own on the descriptor inside the C library, whose writes no hook
+ * sees. To a descriptor tdax manages, the text is made here and written
+ * through write(): logged as any write, in as many calls as the kernel
+ * takes, and an error ends it as it ends the stream's (EOF, errno kept).
+ */
+int __vasprintf_chk(char **out, int flag, const char *fmt, va_list ap);
+
+static int printed(int fd, char *text, int len)
+{
+	if (len < 0)
+		return -1; /* no memory for the text: errno says so */
+	int done = 0;
+	while (done < len) {
+		ssize_t r = write(fd, text + done, (size_t)(len - done));
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO;
+			done = -1;
+			break;
+		}
+		done += (int)r;
+	}
+	int err = errno;
+	free(text);
+	errno = err;
+	return done;
+}
+
+EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	if (!managed(fd))
+		return TDAX_REAL(vdprintf)(fd, fmt, ap);
+	char *text = NULL;
+	int len = vasprintf(&text, fmt, ap);
+	return printed(fd, text, len);
+}
+
+EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	if (!managed(fd))
+		return TDAX_REAL(__vdprintf_chk)(fd, flag, fmt, ap);
+	char *text = NULL;
+	int len = __vasprintf_chk(&text, flag, fmt, ap);
+	return printed(fd, text, len);
+}
+
+EXPORT int dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vdprintf_chk(fd, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* backtrace_symbols_fd writes inside the C library too, and is made for
+ * signal handlers (no allocation): a promoted file is demoted (as for any
+ * stdio stream), and its file's syncs become the kernel's, with one atomic
+ * step, before it writes. */
+EXPORT void backtrace_symbols_fd(void *const *frames, int n, int fd)
+{
+	tdax_promoted_settle_fd(fd);
+	const struct tdax_fd *e = managed(fd);
+	if (e && e->file_plus1 != TDAX_FD_UNREGISTERED)
+		tdax_coherent_kernel_only(e->file_plus1 - 1, TDAX_FB_STDIO);
+	TDAX_REAL(backtrace_symbols_fd)(frames, n, fd);
 }
 
 /* ---- names (names.h) ------------------------------------------------- */

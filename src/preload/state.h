@@ -9,6 +9,7 @@
 #define TDAX_STATE_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -124,6 +125,9 @@ extern struct tdax_runtime tdax_rt;
 	X(fopen, void *, (const char *, const char *))                                \
 	X(freopen, void *, (const char *, const char *, void *))                      \
 	X(fdopen, void *, (int, const char *))                                        \
+	X(vdprintf, int, (int, const char *, va_list))                                \
+	X(__vdprintf_chk, int, (int, int, const char *, va_list))                     \
+	X(backtrace_symbols_fd, void, (void *const *, int, int))                      \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
 	X(vfork, pid_t, (void))                                                       \

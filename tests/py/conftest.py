@@ -182,14 +182,18 @@ def made_durable(directory, files):
     os.close(dirfd)
 
 
-def acked_under_tdax(dev, progs, name, intercept, *args):
+def acked_under_tdax(dev, progs, name, intercept, *args, mode="coherent", shell=None):
     """Program `name` of build_both's directory progs (its static build
     under --intercept syscall) run with args under tdax, --policy always,
     in a session of its own, once it has printed "acked" (what it wrote
-    and synced): the process, for killed_and_cut."""
+    and synced): the process, for killed_and_cut. shell: a script for
+    sh -c that runs the program ("$0", its arguments "$@") its own way."""
     exe = progs / (f"{name}-static" if intercept == "syscall" else name)
+    command = [str(exe), *map(str, args)]
+    if shell:
+        command = ["sh", "-c", shell, *command]
     p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--intercept", intercept,
-                          "--", str(exe), *map(str, args)],
+                          "--mode", mode, "--", *command],
                          env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
                          stdout=subprocess.PIPE, text=True, start_new_session=True)
     line = p.stdout.readline()
