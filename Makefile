@@ -82,7 +82,8 @@ $(B)/lib/libtdaxtrack.so: $(POLICY:%=$(B)/obj/%.o)
 # own functions are bound inside it, without the PLT.
 $(B)/libtdax.map: $(wildcard src/preload/interpose*.c) src/preload/explicit.c
 	@mkdir -p $(@D)
-	{ echo '{ global:'; grep -h '^EXPORT' $^ | sed -E 's/.*[ *]([A-Za-z_0-9]+)\(.*/  \1;/'; \
+	{ echo '{ global:'; grep -h '^EXPORT ' $^ | sed -E 's/.*[ *]([A-Za-z_0-9]+)\(.*/  \1;/'; \
+	  grep -h '^EXPORT_ALIAS(' $^ | sed -E 's/^EXPORT_ALIAS\(([A-Za-z_0-9]+),.*/  \1;/'; \
 	  echo 'local: *; };'; } > $@
 
 $(B)/lib/libtdax.so: $(CORE_O) $(PRELOAD_O) $(B)/libtdax.map

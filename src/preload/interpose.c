@@ -171,6 +171,11 @@ EXPORT int open64(const char *path, int flags, ...)
 	return do_open(AT_FDCWD, path, flags, mode);
 }
 
+/* The C library's other public names of these calls (GLIBC_2.2.5: older code
+ * calls them): the same hooks. */
+EXPORT_ALIAS(__open, open);
+EXPORT_ALIAS(__open64, open64);
+
 EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
 	MODE_ARG(flags, mode);
@@ -274,6 +279,8 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return managed_write(fd, e, &iov, 1, -1, 0);
 }
 
+EXPORT_ALIAS(__write, write);
+
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	const struct tdax_fd *e = managed(fd);
@@ -309,6 +316,8 @@ EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
 	return pwrite(fd, buf, n, off);
 }
+
+EXPORT_ALIAS(__pwrite64, pwrite64);
 
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 {
@@ -359,6 +368,8 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 		atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)r, memory_order_relaxed);
 	return r;
 }
+
+EXPORT_ALIAS(__lseek, lseek);
 
 EXPORT off_t lseek64(int fd, off_t off, int whence)
 {

@@ -9,6 +9,12 @@
 /* A hook libtdax.so exports (the build's version script lists these). */
 #define EXPORT __attribute__((visibility("default")))
 
+/* Another name libtdax.so exports for hook `target`: the C library's other
+ * public name of the call (__write for write, ...), which a program may
+ * call instead. At the start of a line, as EXPORT (the version script). */
+#define EXPORT_ALIAS(name, target) \
+	EXPORT __typeof__(target) name __attribute__((alias(#target), copy(target)))
+
 /* The next definition of `name` (libc's, or libaio's and liburing's for
  * theirs), looked up on first use: for hooks of functions tdax itself never
  * calls (those are in state.h's table). Needs <dlfcn.h> and <stdatomic.h>. */

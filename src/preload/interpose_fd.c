@@ -59,6 +59,10 @@ EXPORT int close(int fd)
 	return TDAX_REAL(close)(fd);
 }
 
+/* (__close, __dup2, __fcntl, __clone, __vfork: the C library's other
+ * public names of these calls, GLIBC_2.2.5.) */
+EXPORT_ALIAS(__close, close);
+
 EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	if (first > last) {
@@ -130,6 +134,8 @@ EXPORT int dup2(int fd, int to)
 		tdax_manage_dup(fd, r);
 	return r;
 }
+
+EXPORT_ALIAS(__dup2, dup2);
 
 EXPORT int dup3(int fd, int to, int flags)
 {
@@ -213,6 +219,8 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	va_end(ap);
 	return do_fcntl(fd, cmd, arg);
 }
+
+EXPORT_ALIAS(__fcntl, fcntl);
 
 EXPORT int fcntl64(int fd, int cmd, ...)
 {
@@ -596,6 +604,8 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 }
 
+EXPORT_ALIAS(__clone, clone);
+
 /*
  * vfork: the child shares the parent's memory until it execs, so every
  * close, dup2 or close_range it makes on the way (CPython's subprocess
@@ -636,4 +646,6 @@ EXPORT pid_t vfork(void)
 {
 	return fork();
 }
+
+EXPORT_ALIAS(__vfork, vfork);
 #endif

@@ -202,6 +202,9 @@ EXPORT pid_t fork(void)
 	return pid;
 }
 
+/* The C library's other public name of fork (GLIBC_2.2.5). */
+EXPORT_ALIAS(__fork, fork);
+
 /* ---- spawn ----------------------------------------------------------- */
 
 struct spawn {

@@ -52,6 +52,9 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return served(fd, buf, n, -1, &r) ? r : REAL(read)(fd, buf, n);
 }
 
+/* The C library's other public name of read (GLIBC_2.2.5). */
+EXPORT_ALIAS(__read, read);
+
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t r;
@@ -72,6 +75,8 @@ EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 {
 	return pread(fd, buf, n, off);
 }
+
+EXPORT_ALIAS(__pread64, pread64); /* (the C library's other public name) */
 
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 {
@@ -204,6 +209,49 @@ EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
 	return stat_at(dirfd, path, (struct stat *)st, flags);
 }
+
+/*
+ * The stat calls of programs built against a C library before 2.33: the
+ * header made fstat a call of __fxstat64(_STAT_VER, ...), and so on; the
+ * C library still has them for those programs. The version tells the
+ * layout: 0 or 1 on x86_64, both the struct stat above; any other goes to
+ * the C library, which refuses it (EINVAL).
+ */
+#define STAT_VER_OK(ver) ((ver) == 0 || (ver) == 1)
+
+EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
+{
+	if (!STAT_VER_OK(ver))
+		return REAL(__fxstat64)(ver, fd, st);
+	return fstat64(fd, st);
+}
+
+EXPORT int __xstat64(int ver, const char *path, struct stat64 *st)
+{
+	if (!STAT_VER_OK(ver))
+		return REAL(__xstat64)(ver, path, st);
+	return stat_at(AT_FDCWD, path, (struct stat *)st, 0);
+}
+
+EXPORT int __lxstat64(int ver, const char *path, struct stat64 *st)
+{
+	if (!STAT_VER_OK(ver))
+		return REAL(__lxstat64)(ver, path, st);
+	return stat_at(AT_FDCWD, path, (struct stat *)st, AT_SYMLINK_NOFOLLOW);
+}
+
+EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+{
+	if (!STAT_VER_OK(ver))
+		return REAL(__fxstatat64)(ver, dirfd, path, st, flags);
+	return stat_at(dirfd, path, (struct stat *)st, flags);
+}
+
+/* (__fxstat and the rest: the same calls, 64-bit Linux.) */
+EXPORT_ALIAS(__fxstat, __fxstat64);
+EXPORT_ALIAS(__xstat, __xstat64);
+EXPORT_ALIAS(__lxstat, __lxstat64);
+EXPORT_ALIAS(__fxstatat, __fxstatat64);
 
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
 {
