@@ -391,6 +391,7 @@ void tdax_log_map_claimed(const struct tdax_device *dev)
 
 void tdax_log_after_fork(const struct tdax_device *dev)
 {
+	forget_all(); /* (as its pthread_atfork handler does: a fork by _Fork runs none) */
 	/* The child's page tables have none of the parent's shared mappings'
 	 * pages: nothing of the region is mapped in it yet. */
 	memset((void *)dev->mapped, 0, dev->sb->nsegs * sizeof(*dev->mapped));

@@ -127,14 +127,14 @@ int tdax_parse_size(const char *s, uint64_t *out)
 static uint32_t cached_pid;
 static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 
-static void pid_forget(void)
+void tdax_pid_after_fork(void)
 {
 	cached_pid = 0;
 }
 
 static void pid_once_init(void)
 {
-	pthread_atfork(NULL, NULL, pid_forget);
+	pthread_atfork(NULL, NULL, tdax_pid_after_fork);
 }
 
 uint32_t tdax_pid(void)

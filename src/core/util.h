@@ -86,6 +86,9 @@ void tdax_pidlock_release(_Atomic uint32_t *word);
 
 /* getpid(), cached (and forgotten in the child of a fork). */
 uint32_t tdax_pid(void);
+/* In the child of a fork: the cached pid is the parent's (a handler of
+ * pthread_atfork's calls it; a fork that runs none, _Fork, must). */
+void tdax_pid_after_fork(void);
 
 /*
  * The size of an open file, without asking for its timestamps: since Linux

@@ -28,6 +28,7 @@
 #include "preload/fdtable.h"
 #include "preload/interpose.h"
 #include "preload/launch.h"
+#include "preload/start.h"
 #include "preload/lease.h"
 #include "preload/state.h"
 
@@ -204,6 +205,23 @@ EXPORT pid_t fork(void)
 
 /* The C library's other public name of fork (GLIBC_2.2.5). */
 EXPORT_ALIAS(__fork, fork);
+
+/* _Fork (glibc 2.34) runs no pthread_atfork handler: tdax's own run here
+ * (a child must not append into its parent's log segment), the
+ * application's do not, as without tdax. */
+EXPORT pid_t _Fork(void)
+{
+	tdax_fork_prepare();
+	pid_t pid = REAL(_Fork)();
+	if (pid == 0) {
+		tdax_fork_child();
+		return 0;
+	}
+	tdax_fork_parent();
+	if (pid > 0 && tdax_fds)
+		tdax_lease_forked(pid);
+	return pid;
+}
 
 /* ---- spawn ----------------------------------------------------------- */
 

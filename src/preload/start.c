@@ -301,6 +301,7 @@ bool tdax_vfork_shares(void)
 
 static void at_fork_child(void)
 {
+	tdax_pid_after_fork(); /* first: what follows asks whose this process is */
 	if (atomic_load_explicit(&vfork_parent, memory_order_relaxed))
 		atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
 	tdax_count_after_fork(); /* (writes nothing unless this thread has counted) */
@@ -324,6 +325,28 @@ static void at_fork_child(void)
 	tdax_tracking_after_fork();
 	tdax_writeback_after_fork();
 	tdax_trace_after_fork();
+}
+
+/* (Apart: a vfork that shares memory runs before_fork alone.) */
+void tdax_fork_prepare(void)
+{
+	tdax_mapped_before_fork();
+	tdax_views_before_fork();
+	before_fork();
+}
+
+void tdax_fork_parent(void)
+{
+	after_fork_parent();
+	tdax_views_after_fork();
+	tdax_mapped_after_fork();
+}
+
+void tdax_fork_child(void)
+{
+	at_fork_child();
+	tdax_views_after_fork();
+	tdax_mapped_after_fork();
 }
 
 void tdax_at_exit(void)
@@ -359,10 +382,7 @@ __attribute__((constructor)) static void tdax_start(void)
 	 * application's files, so tdax says nothing rather than write into it. */
 	if (tdax_syscall(SYS_fcntl, 2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
-	pthread_atfork(before_fork, after_fork_parent, at_fork_child);
-	/* (Apart: a vfork that shares memory runs before_fork alone.) */
-	pthread_atfork(tdax_views_before_fork, tdax_views_after_fork, tdax_views_after_fork);
-	pthread_atfork(tdax_mapped_before_fork, tdax_mapped_after_fork, tdax_mapped_after_fork);
+	pthread_atfork(tdax_fork_prepare, tdax_fork_parent, tdax_fork_child);
 	atexit(tdax_at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */

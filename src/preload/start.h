@@ -37,6 +37,13 @@ bool tdax_attach_opening(int fd);
  */
 bool tdax_vfork_shares(void);
 
+/* tdax's part of a fork (the pthread_atfork handlers; _Fork, which runs
+ * none, calls them itself): before it, in the parent after it, in the
+ * child. */
+void tdax_fork_prepare(void);
+void tdax_fork_parent(void);
+void tdax_fork_child(void);
+
 /* The process ends (atexit; a Go program's runtime.exit, interpose_go.c):
  * the last write-back, its records released, the trace flushed. */
 void tdax_at_exit(void);
