@@ -754,3 +754,15 @@ EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	tdax_promoted_settle_at(dirfd, path, AT_SYMLINK_NOFOLLOW);
 	return tdax_names_unlink(dirfd, path, flags);
 }
+
+/* remove() is unlink, or rmdir for a directory, made inside the C library
+ * (which no hook sees: a removed file's records were then replayed and
+ * the file made again by recovery); the same here, through the hooks. */
+EXPORT int remove(const char *path)
+{
+	if (unlink(path) == 0)
+		return 0;
+	if (errno != EISDIR)
+		return -1;
+	return unlinkat(AT_FDCWD, path, AT_REMOVEDIR);
+}

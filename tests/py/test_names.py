@@ -292,11 +292,15 @@ dfd = os.open(d, os.O_RDONLY)
 fd = os.open(os.path.join(d, "old"), os.O_WRONLY | os.O_CREAT, 0o644)
 os.write(fd, b"old, with records"); os.fsync(fd)
 os.fsync(dfd)                                          # real: the first of the directory
-if how == "logged":
+if how.startswith("logged"):
     fd = os.open(os.path.join(d, "new"), os.O_WRONLY | os.O_CREAT, 0o644)  # a create record
     os.write(fd, b"created")                           # (no sync of the file: the directory's
                                                        # promises its name)
-    os.unlink(os.path.join(d, "old"))                  # recovery unlinks it again
+    if how == "logged-remove":                         # the C library's remove(), its own unlink
+        import ctypes
+        assert ctypes.CDLL(None).remove(os.path.join(d, "old").encode()) == 0
+    else:
+        os.unlink(os.path.join(d, "old"))              # recovery unlinks it again
 elif how == "foreign":
     subprocess.run(["touch", os.path.join(d, "x")], env={})  # a process without tdax
 else:                                                  # no record: the next sync is real
@@ -315,12 +319,15 @@ os.kill(os.getpid(), 9)
 """
 
 
-def test_a_directory_sync_after_changes_the_log_holds_is_lightweight(dev, voldisk):
+@pytest.mark.parametrize("how", ["logged", "logged-remove"])
+def test_a_directory_sync_after_changes_the_log_holds_is_lightweight(dev, voldisk, how):
     """A create and an unlink of a file with records are in the log: the
     directory's sync after them is answered from it, and recovery after a
-    power cut makes the one again and removes the other."""
+    power cut makes the one again and removes the other. The unlink made by
+    the C library's remove() too: before 2026-11-28 no hook saw it, and
+    recovery made the removed file again from its records."""
     d = voldisk.mnt
-    killed_and_cut(dev, voldisk, DIRSYNC_APP, d, "logged")
+    killed_and_cut(dev, voldisk, DIRSYNC_APP, d, how)
     if not FINE_TIMES:  # the kernel's sync made both changes durable
         assert (d / "new").exists() and not (d / "old").exists()
         return
