@@ -512,18 +512,26 @@ static bool size_explained(int fd, const struct tdax_file_rt *rt, uint64_t size)
 }
 
 /*
- * The C library's own streams (stdin, stdout, stderr) write through its
- * internal calls, which no hook sees: a file that is also at descriptor
- * 0, 1 or 2 of this process (a redirection, a dup2 onto one, a daemon's
- * closed stream's number reused) may hold bytes no record has, and no
- * size tells of an overwrite. Its syncs are the kernel's from then on, as
- * for any stdio stream (fdopen).
+ * The C library's own output streams, stdout and stderr, write through its
+ * internal calls, which no hook sees (a stream made by fopen or fdopen is
+ * the hooks', interpose.c): a file at the descriptor of one of them (a
+ * redirection, a dup2 onto 1 or 2, a daemon's closed stream's number
+ * reused) may hold bytes no record has, and no size tells of an
+ * overwrite -- once the stream was used, which gave it its buffer (a
+ * stream never written has none: a Go program's stdout, a server's whose
+ * output goes elsewhere). Its syncs are the kernel's from then on, as for
+ * any stdio stream. (struct _IO_FILE's fields are the C library's ABI:
+ * its putc_unlocked macros read them.)
  */
 static bool on_a_std_stream(const struct tdax_fd *e)
 {
-	for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
-		const struct tdax_fd *s = tdax_fd_get(fd);
-		if (s && s->dev == e->dev && s->ino == e->ino)
+	FILE *const streams[] = { stdout, stderr };
+	for (unsigned i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+		const FILE *s = streams[i];
+		if (!s || !__atomic_load_n(&s->_IO_buf_base, __ATOMIC_RELAXED))
+			continue;
+		const struct tdax_fd *at = tdax_fd_get(s->_fileno);
+		if (at && at->dev == e->dev && at->ino == e->ino)
 			return true;
 	}
 	return false;

@@ -6,6 +6,8 @@
 #ifndef TDAX_INTERPOSE_H
 #define TDAX_INTERPOSE_H
 
+#include <stdint.h>
+
 /* A hook libtdax.so exports (the build's version script lists these). */
 #define EXPORT __attribute__((visibility("default")))
 
@@ -32,6 +34,11 @@
 /* Asynchronous I/O tdax cannot follow starts in this process (an io_uring):
  * every file it has or opens for writing goes to the kernel's sync path. */
 void tdax_go_blind(void);
+
+/* A thread is about to be made by pthread_create, called from caller: if
+ * caller is in a Go library (c-shared), its runtime starts there and is
+ * rewritten, or the process goes blind (interpose_go.c). */
+void tdax_go_thread_made_by(uintptr_t caller);
 
 /* The kernel's AIO is about to submit iocbs[0..n) (io_submit): the files
  * they write go to the kernel's sync path (interpose_fd.c). */

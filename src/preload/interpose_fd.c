@@ -37,6 +37,7 @@
 #include "preload/lease.h"
 #include "preload/start.h"
 #include "preload/state.h"
+#include "preload/writeback.h"
 
 static int fresh(int fd)
 {
@@ -590,6 +591,26 @@ EXPORT int unshare(int flags)
 	return REAL(unshare)(flags);
 }
 
+/* The function a child of clone() without CLONE_VM runs, and its argument
+ * (in the parent's stack, which the child has a copy of). */
+struct forked_child {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int run_forked_child(void *p)
+{
+	const struct forked_child *child = p;
+	tdax_fork_done(0);
+	int r = child->fn(child->arg);
+	/* Its end is the process's (a thread's exit, no exit handler): the
+	 * write-back thread a write here started must not outlive it. (No
+	 * more: its records are a killed process's, and the stack is the
+	 * application's choice, sized for fn.) */
+	tdax_writeback_stop();
+	return r;
+}
+
 EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
 	/* The optional three, read whether passed or not (as libc's clone
@@ -601,7 +622,14 @@ EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	pid_t *ctid = va_arg(ap, pid_t *);
 	va_end(ap);
 	tdax_tables_split((unsigned long)(unsigned)flags);
-	return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	if (flags & CLONE_VM)
+		return REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	/* A fork (the child's memory a copy), which runs no pthread_atfork
+	 * handler: tdax's part of one around it, the child's before fn. */
+	struct forked_child child = { fn, arg };
+	tdax_fork_prepare();
+	int pid = REAL(clone)(run_forked_child, stack, flags, &child, ptid, tls, ctid);
+	return (int)tdax_fork_done(pid); /* (the parent's: the child never returns from clone) */
 }
 
 EXPORT_ALIAS(__clone, clone);

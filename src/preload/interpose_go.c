@@ -21,7 +21,8 @@
  * Only these two functions are rewritten, found by their exact bytes
  * (program.h: each once in the program's text, or neither is rewritten).
  * A Go library in a libc program (c-shared) is rewritten the same way when
- * its runtime starts its first thread (the pthread_create hook, below).
+ * its runtime starts its first thread (the pthread_create hook's look,
+ * tdax_go_thread_made_by, below).
  * The runtime's other calls (futex, epoll, anonymous mmap, signals,
  * clone) have sites of their own and never name a file. A Go program in
  * which they are not found, or cannot be rewritten, goes blind
@@ -420,18 +421,17 @@ static const char *golib_rewrite(struct golib *g)
 	return why;
 }
 
-EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+void tdax_go_thread_made_by(uintptr_t caller)
 {
-	if (!tdax_rt.blind) {
-		struct golib g = { .caller = (uintptr_t)__builtin_return_address(0) };
-		dl_iterate_phdr(golib_look, &g);
-		const char *why = g.name ? golib_rewrite(&g) : NULL;
-		if (why) {
-			tdax_go_blind();
-			if (!tdax_env_on("TDAX_QUIET"))
-				tdax_warn("a Go library (%s) makes its calls unseen (%s): every sync of this "
-					  "process goes to the kernel", g.name, why);
-		}
+	if (tdax_rt.blind)
+		return;
+	struct golib g = { .caller = caller };
+	dl_iterate_phdr(golib_look, &g);
+	const char *why = g.name ? golib_rewrite(&g) : NULL;
+	if (why) {
+		tdax_go_blind();
+		if (!tdax_env_on("TDAX_QUIET"))
+			tdax_warn("a Go library (%s) makes its calls unseen (%s): every sync of this "
+				  "process goes to the kernel", g.name, why);
 	}
-	return TDAX_REAL(pthread_create)(t, attr, fn, arg);
 }

@@ -48,6 +48,16 @@ static void borrowed(int fd)
 		tdax_fd_forget(fd);
 }
 
+/* A fork by the system call, which runs no pthread_atfork handler: tdax's
+ * part of one around it (start.h). The child returns here, on a copy of
+ * this stack. */
+static long forked(long nr, long a, long b, long c, long d, long e, long f)
+{
+	tdax_fork_prepare();
+	long pid = tdax_syscall(nr, a, b, c, d, e, f);
+	return tdax_fork_done((pid_t)pid);
+}
+
 EXPORT long syscall(long nr, ...)
 {
 	/* All six: a caller that passed fewer leaves registers (and a stack
@@ -186,17 +196,24 @@ EXPORT long syscall(long nr, ...)
 		break;
 	case SYS_unshare:
 		return unshare((int)a);
+	case SYS_fork:
+		return forked(nr, a, b, c, d, e, f);
 	case SYS_clone:
 		tdax_tables_split((unsigned long)a);
+		if (!(a & CLONE_VM) && !b) /* a fork: a copy of the memory, this stack */
+			return forked(nr, a, b, c, d, e, f);
 		return tdax_syscall(nr, a, b, c, d, e, f);
 	case SYS_clone3: {
-		/* Its flags are the first field of its clone_args (one the
-		 * kernel cannot read fails there). */
-		uint64_t flags;
-		struct iovec mine = { &flags, sizeof(flags) }, theirs = { (void *)a, sizeof(flags) };
-		if (b >= (long)sizeof(flags) &&
-		    tdax_syscall(SYS_process_vm_readv, getpid(), &mine, 1, &theirs, 1, 0) == sizeof(flags))
-			tdax_tables_split(flags);
+		/* Its flags are the first field of its clone_args, the child's
+		 * stack the sixth (one the kernel cannot read fails there). */
+		uint64_t args[6];
+		struct iovec mine = { args, sizeof(args) }, theirs = { (void *)a, sizeof(args) };
+		if (b >= (long)sizeof(args) &&
+		    tdax_syscall(SYS_process_vm_readv, getpid(), &mine, 1, &theirs, 1, 0) == sizeof(args)) {
+			tdax_tables_split(args[0]);
+			if (!(args[0] & CLONE_VM) && !args[5])
+				return forked(nr, a, b, c, d, e, f);
+		}
 		return tdax_syscall(nr, a, b, c, d, e, f);
 	}
 	case SYS_io_submit:

@@ -299,9 +299,51 @@ bool tdax_vfork_shares(void)
 	return true;
 }
 
+/*
+ * The application's threads alive: the main one, and each made through
+ * pthread_create (its hook counts it before it starts). glibc ends the
+ * process (exit(0)) in the thread whose end leaves no other, so were
+ * tdax's write-back thread the last, the process would stay for good, a
+ * zombie not even SIGTERM ends (that thread blocks every signal). The
+ * application's last thread to end by pthread_exit, or by its start
+ * routine's return, stops tdax's thread first (a thread-specific value's
+ * destructor runs on the way). A thread made past the hook (before
+ * libtdax.so's constructor, by a raw clone) is not counted: tdax's thread
+ * may then stop early, its work left to the syncs and exit.
+ */
+static _Atomic int app_threads = 1;
+static pthread_key_t app_key;
+static _Atomic bool app_key_made;
+
+static void app_thread_ends(void *unused)
+{
+	(void)unused;
+	if (atomic_fetch_sub(&app_threads, 1) == 1)
+		tdax_writeback_stop();
+}
+
+bool tdax_app_thread_coming(void)
+{
+	if (!atomic_load_explicit(&app_key_made, memory_order_relaxed))
+		return false;
+	atomic_fetch_add(&app_threads, 1);
+	return true;
+}
+
+void tdax_app_thread_started(void)
+{
+	pthread_setspecific(app_key, &app_threads);
+}
+
+void tdax_app_thread_not_made(void)
+{
+	atomic_fetch_sub(&app_threads, 1); /* (its maker lives: never the last) */
+}
+
 static void at_fork_child(void)
 {
 	tdax_pid_after_fork(); /* first: what follows asks whose this process is */
+	atomic_store(&app_threads, 1); /* the forking one */
 	if (atomic_load_explicit(&vfork_parent, memory_order_relaxed))
 		atomic_store(&vfork_parent, 0); /* a child of fork() owns its memory */
 	tdax_count_after_fork(); /* (writes nothing unless this thread has counted) */
@@ -349,6 +391,20 @@ void tdax_fork_child(void)
 	tdax_mapped_after_fork();
 }
 
+pid_t tdax_fork_done(pid_t pid)
+{
+	if (pid == 0) {
+		tdax_fork_child();
+		return 0;
+	}
+	int err = errno; /* (a failed fork's) */
+	tdax_fork_parent();
+	if (pid > 0 && tdax_fds)
+		tdax_lease_forked(pid);
+	errno = err;
+	return pid;
+}
+
 void tdax_at_exit(void)
 {
 	if (!tdax_rt.dev || atomic_load(&tdax_rt.lost))
@@ -383,6 +439,10 @@ __attribute__((constructor)) static void tdax_start(void)
 	if (tdax_syscall(SYS_fcntl, 2, F_GETFD) < 0)
 		tdax_rt.quiet = true;
 	pthread_atfork(tdax_fork_prepare, tdax_fork_parent, tdax_fork_child);
+	if (pthread_key_create(&app_key, app_thread_ends) == 0) {
+		pthread_setspecific(app_key, &app_threads); /* the main thread */
+		atomic_store(&app_key_made, true);
+	}
 	atexit(tdax_at_exit);
 	tdax_rt.waiting = true;
 	bool now = each_fd(note_inherited); /* files to manage came across exec */

@@ -37,12 +37,23 @@ bool tdax_attach_opening(int fd);
  */
 bool tdax_vfork_shares(void);
 
-/* tdax's part of a fork (the pthread_atfork handlers; _Fork, which runs
- * none, calls them itself): before it, in the parent after it, in the
- * child. */
+/* tdax's part of a fork (the pthread_atfork handlers): before it, in the
+ * parent after it, in the child. */
 void tdax_fork_prepare(void);
 void tdax_fork_parent(void);
 void tdax_fork_child(void);
+/* After a fork that runs no pthread_atfork handler (_Fork, a raw one by
+ * syscall(2) or clone(2) without CLONE_VM), tdax_fork_prepare made before
+ * it: the child's or the parent's part (pid < 0: it failed; > 0: the
+ * parent's leases are shared with the child now, lease.h). pid. */
+pid_t tdax_fork_done(pid_t pid);
+
+/* The application's threads (start.c): one is about to be made by
+ * pthread_create (false: tdax does not count them in this process), it
+ * runs (first, on the thread), it could not be made. */
+bool tdax_app_thread_coming(void);
+void tdax_app_thread_started(void);
+void tdax_app_thread_not_made(void);
 
 /* The process ends (atexit; a Go program's runtime.exit, interpose_go.c):
  * the last write-back, its records released, the trace flushed. */

@@ -24,6 +24,9 @@
 #include <signal.h>
 
 static _Atomic int running;
+/* The thread, while it runs (joinable: tdax_writeback_stop waits for it). */
+static pthread_t thread;
+static _Atomic bool started, stopping;
 
 /* One pass at a time in a process: the block cache's pool and queues and
  * the selection are the pass's alone (cache.h), and exit makes its last
@@ -142,14 +145,35 @@ static void pass(int all, bool woken)
 	pthread_mutex_unlock(&pass_lock);
 }
 
-void tdax_writeback_last(void)
+/* What the thread answers for, let go (pass_lock held): promoted files get
+ * their bytes, then the leases go (no break would be answered), the block
+ * cache's arenas go back to the log. */
+static void let_go(void)
 {
-	pthread_mutex_lock(&pass_lock); /* for good: the thread's next pass waits */
 	tdax_promoted_settle_all(); /* before the leases go: the files get their bytes */
 	tdax_cache_release_all();
 	tdax_lease_release_all(true); /* the pass's checkpoints open the files */
+}
+
+void tdax_writeback_last(void)
+{
+	pthread_mutex_lock(&pass_lock); /* for good: the thread's next pass waits */
+	let_go();
 	tdax_tracking_flush();
 	pass_held(1, false);
+}
+
+void tdax_writeback_stop(void)
+{
+	if (!atomic_load(&started))
+		return;
+	atomic_store(&stopping, true);
+	tdax_wake();
+	pthread_join(thread, NULL);
+	atomic_store(&started, false); /* (running stays: no thread again) */
+	pthread_mutex_lock(&pass_lock);
+	let_go();
+	pthread_mutex_unlock(&pass_lock);
 }
 
 static void *thread_main(void *arg)
@@ -161,7 +185,7 @@ static void *thread_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the application's */
 	tdax_lease_thread_start();              /* but for a lease's break (lease.h) */
-	for (;;)
+	while (!atomic_load_explicit(&stopping, memory_order_relaxed))
 		pass(0, tdax_wake_wait(tdax_rt.wb_interval_ns));
 	return NULL;
 }
@@ -175,15 +199,12 @@ void tdax_writeback_ensure(void)
 	if (atomic_load_explicit(&running, memory_order_relaxed) || !tdax_wake_wanted() ||
 	    !atomic_compare_exchange_strong(&running, &idle, 1))
 		return;
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	/* Without the thread, records only go at the next real sync or exit; a
 	 * full log then makes syncs real. Do not retry per write. */
-	if (TDAX_REAL(pthread_create)(&t, &a, thread_main, NULL) == 0)
-		pthread_setname_np(t, "tdax-writeback");
-	pthread_attr_destroy(&a);
+	if (TDAX_REAL(pthread_create)(&thread, NULL, thread_main, NULL) == 0) {
+		pthread_setname_np(thread, "tdax-writeback");
+		atomic_store(&started, true);
+	}
 }
 
 void tdax_writeback_after_sync(void)
@@ -198,5 +219,7 @@ void tdax_writeback_after_fork(void)
 	/* (The parent's thread may have held it: it has no thread here.) */
 	pass_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	atomic_store(&running, 0);
+	atomic_store(&started, false);
+	atomic_store(&stopping, false);
 	tdax_wake_after_fork();
 }

@@ -23,6 +23,12 @@ void tdax_writeback_after_sync(void);
  * every file this process logged to. */
 void tdax_writeback_last(void);
 
+/* The application's last thread ends (start.h) or a child of clone()
+ * returns: the thread ends (it would keep the process from ending), and
+ * what it answers for goes (promoted files get their bytes, the leases
+ * go); no thread is started again. */
+void tdax_writeback_stop(void);
+
 /* The child of a fork has no write-back thread. */
 void tdax_writeback_after_fork(void);
 

@@ -3,7 +3,13 @@ appends to a log segment of its own, and one that exits hands it to the
 next thread of the process (src/core/log.c, "orphans"). Before, each took
 a fresh segment that stayed its own until its records were released, and
 a burst of threads filled the log: every sync after it was real."""
-from conftest import counters_once, info, killed_and_cut, started, tdax_run
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import TDAX, TDAX_ENV, counters_once, info, killed_and_cut, run, started, tdax_run
 
 # argv: file, n. n threads one after the other, each one write and one sync.
 CHURN = r"""
@@ -67,3 +73,61 @@ def test_threads_that_hand_their_segments_on_lose_nothing_at_a_power_cut(dev, vo
     data = f.read_bytes()
     lost = [i for i in acked if data[i * 8:i * 8 + 8] != b"%07d\n" % i]
     assert not lost, f"{len(lost)} acknowledged writes lost, first {lost[:5]}"
+
+
+# argv: file, how. The main thread writes and syncs, starts two workers
+# (each writes and syncs after 0.2 s, then prints and returns), then ends
+# by pthread_exit; "main": no workers, its own end the last.
+MAIN_EXITS = r"""
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static int fd;
+static void *worker(void *unused) {
+	(void)unused;
+	usleep(200000);
+	for (int i = 0; i < 10; i++)
+		if (write(fd, "worker\n", 7) != 7 || fdatasync(fd) != 0)
+			return NULL;
+	printf("worker done\n"); /* buffered: the process's exit prints it */
+	return NULL;
+}
+int main(int argc, char **argv) {
+	fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	for (int i = 0; i < 10; i++)
+		if (write(fd, "main\n", 5) != 5 || fdatasync(fd) != 0)
+			return 1;
+	pthread_t t;
+	for (int i = 0; !strcmp(argv[2], "workers") && i < 2; i++)
+		if (pthread_create(&t, NULL, worker, NULL) != 0)
+			return 2;
+	pthread_exit(NULL);
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["main", "workers"])
+def test_a_process_whose_last_thread_ends_by_pthread_exit_ends(dev, diskdir, tmp_path, how):
+    """glibc ends the process (exit(0)) in the thread whose end leaves no
+    other: before 2026-11-28 tdax's write-back thread was the last, and the
+    process stayed for good, a zombie that not even SIGTERM ended (that
+    thread blocks every signal). The application's last thread now stops
+    it first: the process ends with status 0 and its buffered output."""
+    (tmp_path / "m.c").write_text(MAIN_EXITS)
+    run("cc", "-O2", "-pthread", "-o", tmp_path / "m", tmp_path / "m.c", check=0)
+    f = diskdir / "f"
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--", str(tmp_path / "m"), str(f), how],
+                         env={**os.environ, **TDAX_ENV}, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=20)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # (what a hang left)
+        except ProcessLookupError:
+            pass
+    workers = 2 if how == "workers" else 0
+    assert p.returncode == 0 and out == "worker done\n" * workers, (p.returncode, out)
+    assert f.read_bytes() == b"main\n" * 10 + b"worker\n" * 10 * workers
