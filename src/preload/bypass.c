@@ -63,7 +63,10 @@ static void consider(struct tdax_promoted *b, int fd, const struct tdax_fd *e)
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);
 	struct tdax_file_rt *rt = &f->rt;
 	tdax_cache_prepare();
-	if (b->fd >= 0 || b->syncs || tdax_promoted_frozen() || f->gen != e->gen || e->twin_plus1 ||
+	/* (Not through descriptor 0, 1 or 2: the C library's own streams read
+	 * and write there unseen, whenever they are first used; coherent.c.) */
+	if (fd <= STDERR_FILENO || b->fd >= 0 || b->syncs || tdax_promoted_frozen() || f->gen != e->gen ||
+	    e->twin_plus1 ||
 	    (e->flags & (TDAX_FD_DSYNC | TDAX_FD_SYNC | TDAX_FD_NOLOG)) ||
 	    atomic_load(&e->lease) != TDAX_LEASE_HELD || atomic_load(&rt->uncovered) ||
 	    atomic_load(&rt->unmanaged) || atomic_load(&rt->rewrite) || atomic_load(&rt->handed_on) ||

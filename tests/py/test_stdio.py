@@ -90,9 +90,9 @@ def test_a_write_the_c_library_makes_itself_is_durable_after_a_sync(dev, voldisk
 
 # argv: file. In bypass mode: the file opened at descriptor 1 (stdout
 # closed first, as a daemon's may be), written and synced until promoted
-# were it not there (its first sync makes it the kernel's, and a file of
-# the kernel's is never promoted); then 50 C at 100 by printf, fflush,
-# fdatasync.
+# were it not there (a file is never promoted through descriptor 0, 1 or
+# 2: the stream may be used later, unseen); then 50 C at 100 by printf,
+# fflush, fdatasync.
 AT_STDOUT = ACKED_C + r"""
 #include <fcntl.h>
 #include <string.h>
