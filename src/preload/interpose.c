@@ -104,6 +104,9 @@ static int do_open_by(int dirfd, const char *path, int flags, mode_t mode, const
 		 : by->nr == SYS_openat2 ? (int)tdax_syscall(SYS_openat2, dirfd, path, by->arg, by->size)
 		 : (int)tdax_syscall(SYS_open_by_handle_at, dirfd, by->arg, flags);
 	int e = errno;
+	/* (From here: the attach, the descriptor's entry. The open itself
+	 * stays a cancellation point, as one of a FIFO may wait for good.) */
+	TDAX_NO_CANCEL;
 	if (trunc.fd >= 0) {
 		tdax_names_truncated(&trunc, fd >= 0, 0);
 		flags &= ~O_TRUNC; /* logged: it does not uncover the file */
@@ -271,6 +274,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	uint64_t at;
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
+	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(write)(fd, buf, n));
 	if (kernel_write(fd, e, -1, n, &at))
@@ -287,6 +291,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	uint64_t at;
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
+	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
 	if (!vector_ok(iov, n))
@@ -302,6 +307,7 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	uint64_t at;
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
+	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e)) {
 		tdax_unregistered_test_pause();
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
@@ -325,6 +331,7 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	uint64_t at;
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
+	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
 	if (!vector_ok(iov, n))
@@ -347,6 +354,7 @@ EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int n, off_t off, int f
 	const struct tdax_fd *e = managed(fd);
 	if (!e || n <= 0 || off < -1 || !vector_ok(iov, n))
 		return TDAX_REAL(pwritev2)(fd, iov, n, off, flags);
+	TDAX_NO_CANCEL;
 	return managed_write(fd, e, iov, n, off, flags);
 }
 
@@ -392,6 +400,7 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 /* A sync of a managed file, timed one time in TDAX_LAT_EVERY (state.h). */
 static int sync_file(int fd, bool datasync)
 {
+	TDAX_NO_CANCEL;
 	const struct tdax_fd *e = current(fd, managed(fd));
 	if (!e)
 		return tdax_dirsync_sync(fd, datasync);
@@ -420,7 +429,10 @@ EXPORT int fdatasync(int fd)
 EXPORT int ftruncate(int fd, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_mode_of(e)->ftruncate(fd, e, len) : TDAX_REAL(ftruncate)(fd, len);
+	if (!e)
+		return TDAX_REAL(ftruncate)(fd, len);
+	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
+	return tdax_mode_of(e)->ftruncate(fd, e, len);
 }
 
 EXPORT int ftruncate64(int fd, off_t len)
@@ -430,6 +442,7 @@ EXPORT int ftruncate64(int fd, off_t len)
 
 EXPORT int truncate(const char *path, off_t len)
 {
+	TDAX_NO_CANCEL;
 	tdax_promoted_settle_at(AT_FDCWD, path, 0);
 	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_names_truncate(path, len)
 						 : TDAX_REAL(truncate)(path, len);
@@ -443,7 +456,10 @@ EXPORT int truncate64(const char *path, off_t len)
 EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
-	return e ? tdax_mode_of(e)->fallocate(fd, e, mode, off, len) : TDAX_REAL(fallocate)(fd, mode, off, len);
+	if (!e)
+		return TDAX_REAL(fallocate)(fd, mode, off, len);
+	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
+	return tdax_mode_of(e)->fallocate(fd, e, mode, off, len);
 }
 
 EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)

@@ -368,6 +368,7 @@ bool tdax_promoted_statx_slow(int dirfd, const char *path, int flags, unsigned m
 
 static void settle(struct tdax_promoted *b, int fd_here)
 {
+	TDAX_NO_CANCEL; /* (the demotion writes and syncs under the file's lock) */
 	tdax_promoted_lock(b);
 	if (b->fd >= 0)
 		tdax_promoted_demote(b, (uint32_t)(b - files), fd_here, TDAX_ST_DEMOTED_SEEN);

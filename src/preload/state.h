@@ -8,6 +8,7 @@
 #ifndef TDAX_STATE_H
 #define TDAX_STATE_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -166,6 +167,35 @@ extern __thread int tdax_inside TDAX_TLS;
 /* This thread has a descriptor table of its own (the write-back thread,
  * fdtable.h): the application's descriptors are not its own. */
 extern __thread bool tdax_fds_private TDAX_TLS;
+
+/*
+ * pthread_cancel must not end an application's thread inside a hook: a
+ * cancellation point the hook calls (the real write, a sync, an open)
+ * would end it holding a file's lock, an in-flight count or the attach,
+ * and the process would hang, or trust what it should not. A hook doing
+ * such work holds cancellation off (TDAX_NO_CANCEL, at its top) and acts
+ * on a pending one when it is done -- its cleanup, at every return: the
+ * call has had its effect, as at a cancellation point that completed.
+ */
+static inline int tdax_cancel_hold(void)
+{
+	int old = PTHREAD_CANCEL_DISABLE;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+static inline void tdax_cancel_release(const int *old)
+{
+	if (*old != PTHREAD_CANCEL_ENABLE)
+		return;
+	int err = errno;
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	pthread_testcancel();
+	errno = err;
+}
+
+#define TDAX_NO_CANCEL \
+	const int tdax_cancel_old_ __attribute__((cleanup(tdax_cancel_release), unused)) = tdax_cancel_hold()
 
 static inline bool tdax_on(void)
 {

@@ -131,3 +131,69 @@ def test_a_process_whose_last_thread_ends_by_pthread_exit_ends(dev, diskdir, tmp
     workers = 2 if how == "workers" else 0
     assert p.returncode == 0 and out == "worker done\n" * workers, (p.returncode, out)
     assert f.read_bytes() == b"main\n" * 10 + b"worker\n" * 10 * workers
+
+
+# argv: file. 100 times: a thread appends and syncs in a loop, the main
+# thread cancels it (pthread_cancel: it ends at a cancellation point --
+# write, fdatasync -- inside a hook), joins it, then writes the same file
+# and syncs; "done".
+CANCELLED = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static int fd;
+static void *writer(void *unused) {
+	(void)unused;
+	char buf[128];
+	memset(buf, 'x', sizeof(buf));
+	while (write(fd, buf, sizeof(buf)) == sizeof(buf) && fdatasync(fd) == 0)
+		;
+	return NULL;
+}
+int main(int argc, char **argv) {
+	fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	for (int round = 0; round < 100; round++) {
+		pthread_t t;
+		struct timespec ts = { 0, 1000000 + (round % 7) * 100000 };
+		if (pthread_create(&t, NULL, writer, NULL) != 0)
+			return 1;
+		nanosleep(&ts, NULL);
+		if (pthread_cancel(t) != 0 || pthread_join(t, NULL) != 0)
+			return 2;
+		if (write(fd, "main\n", 5) != 5 || fdatasync(fd) != 0)
+			return 3;
+	}
+	printf("done\n");
+	return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["coherent", "bypass"])
+def test_a_thread_cancelled_inside_a_hook_leaves_nothing_held(dev, diskdir, tmp_path, mode):
+    """pthread_cancel ends a thread at a cancellation point: before
+    2026-11-28 one inside a hook's real write or sync ended it holding the
+    file's position lock (or an in-flight count), and the next write of
+    the file waited for good. Hooks now hold cancellation off and act on it
+    when they are done."""
+    (tmp_path / "c.c").write_text(CANCELLED)
+    run("cc", "-O2", "-pthread", "-o", tmp_path / "c", tmp_path / "c.c", check=0)
+    f = diskdir / "f"
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--mode", mode, "--",
+                          str(tmp_path / "c"), str(f)],
+                         env={**os.environ, **TDAX_ENV}, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=30)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # (what a hang left)
+        except ProcessLookupError:
+            pass
+    assert p.returncode == 0 and out == "done\n", (p.returncode, out)
+    data = f.read_bytes()
+    assert data.count(b"main\n") == 100 and len(data.replace(b"main\n", b"")) % 128 == 0, len(data)
