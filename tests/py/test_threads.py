@@ -75,6 +75,27 @@ def test_threads_that_hand_their_segments_on_lose_nothing_at_a_power_cut(dev, vo
     assert not lost, f"{len(lost)} acknowledged writes lost, first {lost[:5]}"
 
 
+def ended_under_tdax(dev, tmp_path, source, args, *opts):
+    """The C program source (with threads), built, run with args under tdax
+    run with opts in a session of its own: its status and stdout once it
+    ended, or (None, ...) after 30 s (then killed, and all it left)."""
+    (tmp_path / "prog.c").write_text(source)
+    run("cc", "-O2", "-pthread", "-o", tmp_path / "prog", tmp_path / "prog.c", check=0)
+    p = subprocess.Popen([str(TDAX), "run", "--device", dev, *opts, "--", str(tmp_path / "prog"), *args],
+                         env={**os.environ, **TDAX_ENV}, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=30)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        return None, "still running after 30 s"
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # (what a hang left)
+        except ProcessLookupError:
+            pass
+
+
 # argv: file, how. The main thread writes and syncs, starts two workers
 # (each writes and syncs after 0.2 s, then prints and returns), then ends
 # by pthread_exit; "main": no workers, its own end the last.
@@ -115,21 +136,10 @@ def test_a_process_whose_last_thread_ends_by_pthread_exit_ends(dev, diskdir, tmp
     process stayed for good, a zombie that not even SIGTERM ended (that
     thread blocks every signal). The application's last thread now stops
     it first: the process ends with status 0 and its buffered output."""
-    (tmp_path / "m.c").write_text(MAIN_EXITS)
-    run("cc", "-O2", "-pthread", "-o", tmp_path / "m", tmp_path / "m.c", check=0)
     f = diskdir / "f"
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--", str(tmp_path / "m"), str(f), how],
-                         env={**os.environ, **TDAX_ENV}, stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=20)
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # (what a hang left)
-        except ProcessLookupError:
-            pass
+    rc, out = ended_under_tdax(dev, tmp_path, MAIN_EXITS, [str(f), how])
     workers = 2 if how == "workers" else 0
-    assert p.returncode == 0 and out == "worker done\n" * workers, (p.returncode, out)
+    assert rc == 0 and out == "worker done\n" * workers, (rc, out)
     assert f.read_bytes() == b"main\n" * 10 + b"worker\n" * 10 * workers
 
 
@@ -180,20 +190,8 @@ def test_a_thread_cancelled_inside_a_hook_leaves_nothing_held(dev, diskdir, tmp_
     file's position lock (or an in-flight count), and the next write of
     the file waited for good. Hooks now hold cancellation off and act on it
     when they are done."""
-    (tmp_path / "c.c").write_text(CANCELLED)
-    run("cc", "-O2", "-pthread", "-o", tmp_path / "c", tmp_path / "c.c", check=0)
     f = diskdir / "f"
-    p = subprocess.Popen([str(TDAX), "run", "--device", dev, "--policy", "always", "--mode", mode, "--",
-                          str(tmp_path / "c"), str(f)],
-                         env={**os.environ, **TDAX_ENV}, stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=30)
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # (what a hang left)
-        except ProcessLookupError:
-            pass
-    assert p.returncode == 0 and out == "done\n", (p.returncode, out)
+    rc, out = ended_under_tdax(dev, tmp_path, CANCELLED, [str(f)], "--policy", "always", "--mode", mode)
+    assert rc == 0 and out == "done\n", (rc, out)
     data = f.read_bytes()
     assert data.count(b"main\n") == 100 and len(data.replace(b"main\n", b"")) % 128 == 0, len(data)
