@@ -215,6 +215,23 @@ EXPORT pid_t _Fork(void)
 	return tdax_fork_done(REAL(_Fork)());
 }
 
+/* daemon() forks, and in its child points 0, 1 and 2 at /dev/null with its
+ * own dup2s, which no hook sees: their entries go (a promoted file there is
+ * demoted first), as the dup2 hook would let them go -- an entry left
+ * named the old file, and a pwrite to /dev/null through it was logged as
+ * that file's bytes. */
+EXPORT int daemon(int nochdir, int noclose)
+{
+	for (int fd = STDIN_FILENO; !noclose && fd <= STDERR_FILENO; fd++)
+		tdax_promoted_settle_fd(fd);
+	int r = REAL(daemon)(nochdir, noclose);
+	for (int fd = STDIN_FILENO; r == 0 && !noclose && fd <= STDERR_FILENO; fd++) {
+		tdax_fd_forget(fd);
+		tdax_inherited_closed(fd);
+	}
+	return r;
+}
+
 /* ---- threads --------------------------------------------------------- */
 
 /* An application's thread starts: counted (start.h), then its routine. */

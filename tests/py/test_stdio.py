@@ -11,6 +11,10 @@ syncs made by the kernel. The file's first 8 KiB are written and synced
 then fdatasync through the first descriptor; SIGKILL, power cut: C is
 there."""
 
+import os
+import signal
+import time
+
 import pytest
 
 from conftest import ACKED_C, OVER_AB, SYNCED_AB_C, acked_under_tdax, build_both, killed_and_cut
@@ -123,3 +127,46 @@ def test_a_file_at_stdout_is_not_promoted_in_bypass_mode(dev, voldisk, at_stdout
     assert f.read_bytes() == OVER_AB, "the case did not do what it says"
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == OVER_AB, "acknowledged data lost (bypass mode, the file at stdout)"
+
+
+# argv: file. The file at descriptor 1 (light syncs under policy always),
+# then daemon() (its child points 0, 1 and 2 at /dev/null with its own
+# dup2s), 50 X at 100 by pwrite to 1 -- /dev/null now -- and a sync of the
+# file; "acked" and the daemon's pid to the descriptor kept.
+DAEMON = ACKED_C + SYNCED_AB_C + r"""
+#include <string.h>
+int main(int argc, char **argv) {
+	int fd = synced_ab(argv[1]), out = dup(1);
+	must(out > 2 && dup2(fd, 1) == 1, "dup2");
+	must(daemon(1, 0) == 0, "daemon");
+	memset(buf, 'X', 50);
+	must(pwrite(1, buf, 50, 100) == 50 && fdatasync(fd) == 0, "X to /dev/null");
+	must(dprintf(out, "acked\n%d\n", getpid()) > 0, "acked");
+	pause();
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def daemon_prog(tmp_path_factory):
+    return build_both(tmp_path_factory, "daemon", DAEMON)
+
+
+def test_a_daemons_standard_descriptors_are_dev_null_to_tdax_too(dev, voldisk, daemon_prog):
+    """Until 2026-11-28 the entry of descriptor 1 still named the file after
+    daemon() and a pwrite to /dev/null through it was logged as the file's:
+    the power cut brought X into it."""
+    f = voldisk.mnt / "f"
+    p = acked_under_tdax(dev, daemon_prog, "daemon", "libc", f)
+    daemon = int(p.stdout.readline())  # in a session of its own: not p's group
+    assert f.read_bytes() == b"B" * 8192, "the case did not do what it says"
+    os.kill(daemon, signal.SIGKILL)
+    for _ in range(500):  # gone (or a zombie: nothing of it holds the disk)
+        try:
+            if open(f"/proc/{daemon}/stat").read().split(")")[-1].split()[0] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.01)
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == b"B" * 8192, "bytes written to /dev/null came into the file"
