@@ -7,9 +7,11 @@
  * leave records to be replayed over it checkpoints first.
  */
 #define _GNU_SOURCE
+#include "preload/appends.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "core/log.h"
+#include "core/sys.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
 #include "core/testaid.h"
@@ -20,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* A write whose place tdax does not know went to the kernel. */
@@ -102,6 +106,7 @@ static ssize_t cold(int fd, const struct tdax_fd *e, const struct iovec *iov, in
 		    uint64_t est)
 {
 	tdax_coherent_cold_begin(e);
+	tdax_appends_forget(e->file_plus1 - 1);
 	ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 	int err = errno;
 	if (r > 0) {
@@ -130,21 +135,36 @@ static void pause_before_read_back(void)
 }
 #endif
 
+#ifdef TDAX_TEST_BUILD
+/* Test aid: every end appends.h knows is checked against the kernel's. */
+static void check_known(int fd, off_t end)
+{
+	if (!tdax_appends_blind && TDAX_REAL(lseek)(fd, 0, SEEK_CUR) != end) {
+		static const char m[] = "tdax: an append's known end is not where the kernel put it\n";
+		tdax_syscall(SYS_write, 2, m, sizeof(m) - 1);
+		abort();
+	}
+}
+#endif
+
 /*
  * A write at the file position (write, writev, O_APPEND): the kernel picks
  * the offset. Where the range is logged, tdax writers of one file take
  * turns and the offset is read back from the position the write left (and
- * trusted only if no cold write ran meanwhile, coherent.h). Through a twin
- * (O_SYNC, O_DSYNC), the application's descriptor keeps the position: read
- * it, write there (or at the end, the twin has O_APPEND too), move it on.
+ * trusted only if no cold write ran meanwhile, coherent.h) -- unless it is
+ * an append whose place is known (appends.h). Through a twin (O_SYNC,
+ * O_DSYNC), the application's descriptor keeps the position: read it,
+ * write there (or at the end, the twin has O_APPEND too), move it on.
  */
 static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *iov, int n, int rwf)
 {
-	struct tdax_file_rt *rt = tdax_rt_of(e->file_plus1 - 1);
+	uint32_t idx = e->file_plus1 - 1;
+	struct tdax_file_rt *rt = tdax_rt_of(idx);
 	int wfd = e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd;
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
 		 * write: the lock is ours already. The kernel's write, unlogged. */
+		tdax_appends_forget(idx);
 		ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 		if (r > 0)
 			unlogged(e);
@@ -156,13 +176,20 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 		/* Tracked here, where it is expected to land: a write to a
 		 * range that is not logged needs nothing more of the policy. */
 		if ((e->flags & TDAX_FD_NOLOG) || atomic_load_explicit(&rt->unmanaged, memory_order_relaxed) ||
-		    !tdax_tracking_write(e->file_plus1 - 1, e->gen, est, tdax_iov_bytes(iov, n)))
+		    !tdax_tracking_write(idx, e->gen, est, tdax_iov_bytes(iov, n)))
 			return cold(fd, e, iov, n, rwf, est);
 	}
 	tdax_coherent_write_begin(e);
 	in_positional = 1;
 	tdax_pidlock_acquire(&rt->lock);
 	struct tdax_cold_mark mark = tdax_coherent_cold_look(e);
+	/* An append of this descriptor keeps its file's end known. */
+	bool keeps = at_end && !e->twin_plus1;
+	struct tdax_append_look look;
+	if (keeps)
+		tdax_appends_look(fd, e, rt, &look);
+	else
+		tdax_appends_forget(idx);
 	ssize_t r;
 	off_t end = -1;
 	if (e->twin_plus1 && !at_end) {
@@ -175,7 +202,19 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 #ifdef TDAX_TEST_BUILD
 		pause_before_read_back();
 #endif
-		end = r > 0 ? TDAX_REAL(lseek)(wfd, 0, SEEK_CUR) : -1;
+		if (r > 0 && keeps)
+			end = tdax_appends_next(e, &look, (size_t)r);
+#ifdef TDAX_TEST_BUILD
+		if (end >= 0)
+			check_known(fd, end);
+#endif
+		if (end < 0 && r > 0) {
+			end = TDAX_REAL(lseek)(wfd, 0, SEEK_CUR);
+			if (keeps && end >= 0 &&
+			    !tdax_appends_learned(e, rt, &look, (uint64_t)end, (size_t)r,
+						  tdax_coherent_cold_none_since(e, mark)))
+				tdax_coherent_uncover(idx, TDAX_FB_UNSEEN_WRITE);
+		}
 		if (e->twin_plus1 && end >= 0)
 			TDAX_REAL(lseek)(fd, end, SEEK_SET);
 	}
@@ -206,6 +245,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
 	rwf &= ~sync_flags;
 	tdax_coherent_write_begin(e);
+	tdax_appends_forget(e->file_plus1 - 1);
 	r = tdax_mode_real_write(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
 	int err = errno;
 	if (r > 0) {
@@ -254,6 +294,7 @@ static bool kernel_before(int fd, const struct tdax_fd *e, off_t off, size_t len
 		tdax_coherent_cold_begin(e);
 	else
 		tdax_coherent_write_begin(e);
+	tdax_appends_forget(e->file_plus1 - 1);
 	return true;
 }
 

@@ -30,6 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "preload/appends.h"
 #include "preload/bypass.h"
 #include "preload/promoted.h"
 #include "preload/checkpoint.h"
@@ -426,13 +427,33 @@ EXPORT int fdatasync(int fd)
 
 /* ---- size and metadata ---------------------------------------------- */
 
+/* A call about to change fd's file other than by a write: the end of the
+ * file an append knows (appends.h) may no longer hold. True if fd is
+ * managed (then told); resized() when the change is accounted for. */
+static bool resizing(int fd)
+{
+	if (!managed(fd))
+		return false;
+	tdax_appends_resize_begin();
+	return true;
+}
+
+static void resized(bool told)
+{
+	if (told)
+		tdax_appends_resize_end();
+}
+
 EXPORT int ftruncate(int fd, off_t len)
 {
 	const struct tdax_fd *e = managed(fd);
 	if (!e)
 		return TDAX_REAL(ftruncate)(fd, len);
 	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
-	return tdax_mode_of(e)->ftruncate(fd, e, len);
+	tdax_appends_resize_begin();
+	int r = tdax_mode_of(e)->ftruncate(fd, e, len);
+	tdax_appends_resize_end();
+	return r;
 }
 
 EXPORT int ftruncate64(int fd, off_t len)
@@ -444,8 +465,12 @@ EXPORT int truncate(const char *path, off_t len)
 {
 	TDAX_NO_CANCEL;
 	tdax_promoted_settle_at(AT_FDCWD, path, 0);
-	return tdax_on_for_path(AT_FDCWD, path, true) ? tdax_names_truncate(path, len)
-						 : TDAX_REAL(truncate)(path, len);
+	if (!tdax_on_for_path(AT_FDCWD, path, true))
+		return TDAX_REAL(truncate)(path, len);
+	tdax_appends_resize_begin();
+	int r = tdax_names_truncate(path, len);
+	tdax_appends_resize_end();
+	return r;
 }
 
 EXPORT int truncate64(const char *path, off_t len)
@@ -459,7 +484,10 @@ EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	if (!e)
 		return TDAX_REAL(fallocate)(fd, mode, off, len);
 	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
-	return tdax_mode_of(e)->fallocate(fd, e, mode, off, len);
+	tdax_appends_resize_begin();
+	int r = tdax_mode_of(e)->fallocate(fd, e, mode, off, len);
+	tdax_appends_resize_end();
+	return r;
 }
 
 EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
@@ -471,9 +499,11 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
 	tdax_promoted_settle_fd(fd);
 	const struct tdax_fd *e = managed(fd);
+	bool told = resizing(fd);
 	int r = TDAX_REAL(posix_fallocate)(fd, off, len);
 	if (e)
 		tdax_mode_of(e)->changed(fd, e, TDAX_FB_METADATA);
+	resized(told);
 	return r;
 }
 
@@ -497,9 +527,11 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 {
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
+	bool told = resizing(out);
 	ssize_t r = TDAX_REAL(copy_file_range)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
+	resized(told);
 	errno = err;
 	return r;
 }
@@ -534,17 +566,25 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			off_the_log(*(int32_t *)arg);
 		}
 	}
-	if ((unsigned)req != FICLONE && (unsigned)req != FICLONERANGE)
-		return TDAX_REAL(ioctl)(fd, req, arg);
+	if ((unsigned)req != FICLONE && (unsigned)req != FICLONERANGE) {
+		if (!changes)
+			return TDAX_REAL(ioctl)(fd, req, arg);
+		bool told = resizing(fd);
+		int r = TDAX_REAL(ioctl)(fd, req, arg);
+		resized(told);
+		return r;
+	}
 	struct iovec range = { arg, sizeof(struct file_clone_range) };
 	if ((unsigned)req == FICLONE)
 		tdax_promoted_settle_fd((int)(intptr_t)arg);
 	else if (tdax_on() && tdax_fault_readable(&range, 1)) /* else the kernel says EFAULT */
 		tdax_promoted_settle_fd((int)((struct file_clone_range *)arg)->src_fd);
 	tdax_promoted_settle_fd(fd);
+	bool told = resizing(fd);
 	int r = TDAX_REAL(ioctl)(fd, req, arg);
 	int err = errno;
 	moved_in(fd, r == 0);
+	resized(told);
 	errno = err;
 	return r;
 }
@@ -553,9 +593,11 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t len)
 {
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
+	bool told = resizing(out);
 	ssize_t r = TDAX_REAL(sendfile)(out, in, off, len);
 	int err = errno;
 	moved_in(out, r);
+	resized(told);
 	errno = err;
 	return r;
 }
@@ -569,9 +611,11 @@ EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len
 {
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
+	bool told = resizing(out);
 	ssize_t r = TDAX_REAL(splice)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
+	resized(told);
 	errno = err;
 	return r;
 }

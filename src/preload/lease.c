@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 _Atomic uint32_t tdax_lease_epoch = 1;
+_Atomic uint64_t tdax_lease_grants;
 
 /* Descriptors opened at an epoch below this one were not opened by this
  * process (inherited across fork) or were handed on: never leased. */
@@ -314,6 +315,7 @@ void tdax_lease_try(int fd, const struct tdax_file_rt *rt)
 		return;
 	}
 	atomic_store(&e->lease_seen_ms, now);
+	atomic_fetch_add(&tdax_lease_grants, 1);
 	if (!atomic_compare_exchange_strong(&e->lease, &taking, TDAX_LEASE_HELD)) {
 		free_slot(fd); /* broken already: the handler let it go */
 		return;
@@ -404,6 +406,7 @@ void tdax_lease_release_all(bool never)
 
 void tdax_lease_after_fork(void)
 {
+	atomic_fetch_add(&tdax_lease_grants, 1);
 	atomic_store(&born, atomic_fetch_add(&tdax_lease_epoch, 1) + 1);
 	for (int i = 0; i < SLOTS; i++) {
 		atomic_store(&slots[i], 0);
@@ -427,6 +430,7 @@ void tdax_lease_before_fork(void)
 {
 	tdax_lease_release_all(false);
 	atomic_fetch_add(&tdax_lease_epoch, 1);
+	atomic_fetch_add(&tdax_lease_grants, 1);
 	/* What this process inherited goes on to a grandchild of the process
 	 * that opened it, which follows its own children only: an open file
 	 * handed on, as far as that one knows. */

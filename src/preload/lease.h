@@ -51,6 +51,11 @@
  * and hand-over: lease.c keeps which epochs may be leased. */
 extern _Atomic uint32_t tdax_lease_epoch;
 
+/* Moves before every lease this process is granted is marked held, and at
+ * every fork: a lease held at two looks with the same count was held all
+ * the time between (appends.h). */
+extern _Atomic uint64_t tdax_lease_grants;
+
 /* Is fd the only open of its file now? One load while no lease is held. */
 bool tdax_lease_check(int fd, const struct tdax_file_rt *rt);
 static inline bool tdax_lease_sole(int fd, const struct tdax_fd *e, const struct tdax_file_rt *rt)
