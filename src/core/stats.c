@@ -38,7 +38,7 @@ const char *tdax_stat_name(enum tdax_stat s)
 	};
 	static const char *const after[TDAX_ST_COUNT - TDAX_ST_MAP_FAULTS] = {
 		"map_faults", "map_bytes", "cache_hits", "cache_misses", "cache_fills", "cache_evictions",
-		"cache_writebacks", "cache_noblock", "known_appends",
+		"cache_writebacks", "cache_noblock", "known_landings",
 	};
 	if (s >= TDAX_ST_MAP_FAULTS)
 		return s < TDAX_ST_COUNT ? after[s - TDAX_ST_MAP_FAULTS] : "unknown";

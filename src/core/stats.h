@@ -86,9 +86,9 @@ enum tdax_stat {
 	TDAX_ST_CACHE_EVICTIONS, /* blocks S3-FIFO let go to keep the pool of free blocks */
 	TDAX_ST_CACHE_WRITEBACKS, /* dirty blocks written into their file (evicted or demoted) */
 	TDAX_ST_CACHE_NOBLOCK,   /* blocks a write found no free block for: into the file at once */
-	/* Appends logged where tdax knew the file's end (preload/appends.h),
+	/* Appends logged where tdax knew the file's end (preload/landing.h),
 	 * without reading it back from the kernel. */
-	TDAX_ST_KNOWN_APPENDS,
+	TDAX_ST_KNOWN_LANDINGS,
 	TDAX_ST_COUNT
 };
 

@@ -7,7 +7,7 @@
  * leave records to be replayed over it checkpoints first.
  */
 #define _GNU_SOURCE
-#include "preload/appends.h"
+#include "preload/landing.h"
 #include "preload/checkpoint.h"
 #include "preload/coherent.h"
 #include "core/log.h"
@@ -106,7 +106,7 @@ static ssize_t cold(int fd, const struct tdax_fd *e, const struct iovec *iov, in
 		    uint64_t est)
 {
 	tdax_coherent_cold_begin(e);
-	tdax_appends_forget(e->file_plus1 - 1);
+	tdax_landing_forget(e->file_plus1 - 1);
 	ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 	int err = errno;
 	if (r > 0) {
@@ -136,11 +136,11 @@ static void pause_before_read_back(void)
 #endif
 
 #ifdef TDAX_TEST_BUILD
-/* Test aid: every end appends.h knows is checked against the kernel's. */
+/* Test aid: every place landing.h knows is checked against the kernel's. */
 static void check_known(int fd, off_t end)
 {
-	if (!tdax_appends_blind && TDAX_REAL(lseek)(fd, 0, SEEK_CUR) != end) {
-		static const char m[] = "tdax: an append's known end is not where the kernel put it\n";
+	if (!tdax_landing_blind && TDAX_REAL(lseek)(fd, 0, SEEK_CUR) != end) {
+		static const char m[] = "tdax: a write's known place is not where the kernel put it\n";
 		tdax_syscall(SYS_write, 2, m, sizeof(m) - 1);
 		abort();
 	}
@@ -151,8 +151,8 @@ static void check_known(int fd, off_t end)
  * A write at the file position (write, writev, O_APPEND): the kernel picks
  * the offset. Where the range is logged, tdax writers of one file take
  * turns and the offset is read back from the position the write left (and
- * trusted only if no cold write ran meanwhile, coherent.h) -- unless it is
- * an append whose place is known (appends.h). Through a twin (O_SYNC,
+ * trusted only if no cold write ran meanwhile, coherent.h) -- unless where
+ * it lands is known (landing.h). Through a twin (O_SYNC,
  * O_DSYNC), the application's descriptor keeps the position: read it,
  * write there (or at the end, the twin has O_APPEND too), move it on.
  */
@@ -164,7 +164,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	if (in_positional) {
 		/* A signal handler interrupted this thread's own positional
 		 * write: the lock is ours already. The kernel's write, unlogged. */
-		tdax_appends_forget(idx);
+		tdax_landing_forget(idx);
 		ssize_t r = tdax_mode_real_write(fd, iov, n, -1, rwf);
 		if (r > 0)
 			unlogged(e);
@@ -183,13 +183,14 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 	in_positional = 1;
 	tdax_pidlock_acquire(&rt->lock);
 	struct tdax_cold_mark mark = tdax_coherent_cold_look(e);
-	/* An append of this descriptor keeps its file's end known. */
-	bool keeps = at_end && !e->twin_plus1;
-	struct tdax_append_look look;
+	/* A write of this descriptor (not through a twin, and with no flag
+	 * that might move it elsewhere) keeps where the next one lands known. */
+	bool keeps = !e->twin_plus1 && !(rwf & ~RWF_UNDERSTOOD);
+	struct tdax_landing_look look;
 	if (keeps)
-		tdax_appends_look(fd, e, rt, &look);
+		tdax_landing_look(fd, e, rt, at_end, &look);
 	else
-		tdax_appends_forget(idx);
+		tdax_landing_forget(idx);
 	ssize_t r;
 	off_t end = -1;
 	if (e->twin_plus1 && !at_end) {
@@ -203,7 +204,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 		pause_before_read_back();
 #endif
 		if (r > 0 && keeps)
-			end = tdax_appends_next(e, &look, (size_t)r);
+			end = tdax_landing_next(e, &look, (size_t)r);
 #ifdef TDAX_TEST_BUILD
 		if (end >= 0)
 			check_known(fd, end);
@@ -211,7 +212,7 @@ static ssize_t positional(int fd, const struct tdax_fd *e, const struct iovec *i
 		if (end < 0 && r > 0) {
 			end = TDAX_REAL(lseek)(wfd, 0, SEEK_CUR);
 			if (keeps && end >= 0 &&
-			    !tdax_appends_learned(e, rt, &look, (uint64_t)end, (size_t)r,
+			    !tdax_landing_learned(e, rt, &look, (uint64_t)end, (size_t)r,
 						  tdax_coherent_cold_none_since(e, mark)))
 				tdax_coherent_uncover(idx, TDAX_FB_UNSEEN_WRITE);
 		}
@@ -245,7 +246,7 @@ static ssize_t at_offset(int fd, const struct tdax_fd *e, const struct iovec *io
 	int sync_flags = rwf & (RWF_DSYNC | RWF_SYNC);
 	rwf &= ~sync_flags;
 	tdax_coherent_write_begin(e);
-	tdax_appends_forget(e->file_plus1 - 1);
+	tdax_landing_forget(e->file_plus1 - 1);
 	r = tdax_mode_real_write(e->twin_plus1 ? tdax_twin_fd(e->twin_plus1) : fd, iov, n, off, rwf);
 	int err = errno;
 	if (r > 0) {
@@ -294,7 +295,7 @@ static bool kernel_before(int fd, const struct tdax_fd *e, off_t off, size_t len
 		tdax_coherent_cold_begin(e);
 	else
 		tdax_coherent_write_begin(e);
-	tdax_appends_forget(e->file_plus1 - 1);
+	tdax_landing_forget(e->file_plus1 - 1);
 	return true;
 }
 

@@ -30,7 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "preload/appends.h"
+#include "preload/landing.h"
 #include "preload/bypass.h"
 #include "preload/promoted.h"
 #include "preload/checkpoint.h"
@@ -372,6 +372,7 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 	if (tdax_promoted_seek(fd, off, whence, &r)) /* a promoted file's position and size are tdax's */
 		return r;
 	tdax_promoted_settle_fd(fd);
+	tdax_landing_moved(fd);
 	r = TDAX_REAL(lseek)(fd, off, whence);
 	if (r >= 0 && tdax_fd_get(fd))
 		atomic_store_explicit(&tdax_fds[fd].pos, (uint64_t)r, memory_order_relaxed);
@@ -427,21 +428,21 @@ EXPORT int fdatasync(int fd)
 
 /* ---- size and metadata ---------------------------------------------- */
 
-/* A call about to change fd's file other than by a write: the end of the
- * file an append knows (appends.h) may no longer hold. True if fd is
+/* A call about to change fd's file other than by a write: where a write at
+ * its position lands, if known (landing.h), may no longer hold. True if fd is
  * managed (then told); resized() when the change is accounted for. */
 static bool resizing(int fd)
 {
 	if (!managed(fd))
 		return false;
-	tdax_appends_resize_begin();
+	tdax_landing_resize_begin();
 	return true;
 }
 
 static void resized(bool told)
 {
 	if (told)
-		tdax_appends_resize_end();
+		tdax_landing_resize_end();
 }
 
 EXPORT int ftruncate(int fd, off_t len)
@@ -450,9 +451,9 @@ EXPORT int ftruncate(int fd, off_t len)
 	if (!e)
 		return TDAX_REAL(ftruncate)(fd, len);
 	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
-	tdax_appends_resize_begin();
+	tdax_landing_resize_begin();
 	int r = tdax_mode_of(e)->ftruncate(fd, e, len);
-	tdax_appends_resize_end();
+	tdax_landing_resize_end();
 	return r;
 }
 
@@ -467,9 +468,9 @@ EXPORT int truncate(const char *path, off_t len)
 	tdax_promoted_settle_at(AT_FDCWD, path, 0);
 	if (!tdax_on_for_path(AT_FDCWD, path, true))
 		return TDAX_REAL(truncate)(path, len);
-	tdax_appends_resize_begin();
+	tdax_landing_resize_begin();
 	int r = tdax_names_truncate(path, len);
-	tdax_appends_resize_end();
+	tdax_landing_resize_end();
 	return r;
 }
 
@@ -484,9 +485,9 @@ EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	if (!e)
 		return TDAX_REAL(fallocate)(fd, mode, off, len);
 	TDAX_NO_CANCEL; /* (a checkpoint syncs) */
-	tdax_appends_resize_begin();
+	tdax_landing_resize_begin();
 	int r = tdax_mode_of(e)->fallocate(fd, e, mode, off, len);
-	tdax_appends_resize_end();
+	tdax_landing_resize_end();
 	return r;
 }
 
@@ -528,6 +529,8 @@ EXPORT ssize_t copy_file_range(int in, off_t *off_in, int out, off_t *off_out, s
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
 	bool told = resizing(out);
+	if (!off_in)
+		tdax_landing_moved(in);
 	ssize_t r = TDAX_REAL(copy_file_range)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
@@ -594,6 +597,8 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t len)
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
 	bool told = resizing(out);
+	if (!off)
+		tdax_landing_moved(in);
 	ssize_t r = TDAX_REAL(sendfile)(out, in, off, len);
 	int err = errno;
 	moved_in(out, r);
@@ -612,6 +617,8 @@ EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len
 	tdax_promoted_settle_fd(in);
 	tdax_promoted_settle_fd(out);
 	bool told = resizing(out);
+	if (!off_in)
+		tdax_landing_moved(in);
 	ssize_t r = TDAX_REAL(splice)(in, off_in, out, off_out, len, flags);
 	int err = errno;
 	moved_in(out, r);
@@ -671,6 +678,7 @@ EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
+	tdax_landing_streamed(fd);
 	FILE *f = TDAX_REAL(fdopen)(fd, mode);
 	stdio_on(f, mode);
 	return f;

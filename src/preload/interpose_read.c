@@ -3,7 +3,8 @@
  * of a promoted file's own descriptor are served from its blocks in the
  * block cache and the kernel's copy (promoted.h, cache.h); any other look at a promoted file
  * demotes it first, so that it sees what the application wrote. While no
- * file is promoted each costs one load.
+ * file is promoted each costs one load; a read at the file position, one
+ * more (it moves the position: landing.h).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -17,6 +18,7 @@
 #include "preload/fault.h"
 #include "preload/promoted.h"
 #include "preload/interpose.h"
+#include "preload/landing.h"
 #include "preload/selection.h"
 
 /* ---- by descriptor --------------------------------------------------- */
@@ -49,6 +51,7 @@ static bool served_v(int fd, const struct iovec *iov, int n, int64_t off, ssize_
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t r;
+	tdax_landing_moved(fd);
 	return served(fd, buf, n, -1, &r) ? r : REAL(read)(fd, buf, n);
 }
 
@@ -58,6 +61,7 @@ EXPORT_ALIAS(__read, read);
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t r;
+	tdax_landing_moved(fd);
 	return served_v(fd, iov, n, -1, &r) ? r : REAL(readv)(fd, iov, n);
 }
 
@@ -98,6 +102,8 @@ EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int n, off_t off)
 EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
 	ssize_t r;
+	if (off == -1)
+		tdax_landing_moved(fd);
 	if (flags == 0 && off >= -1)
 		return served_v(fd, iov, n, off, &r) ? r : REAL(preadv2)(fd, iov, n, off, flags);
 	tdax_promoted_settle_fd(fd);
@@ -120,6 +126,7 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	ssize_t r;
 	if (n > buflen) /* libc aborts */
 		return REAL(__read_chk)(fd, buf, n, buflen);
+	tdax_landing_moved(fd);
 	return served(fd, buf, n, -1, &r) ? r : REAL(__read_chk)(fd, buf, n, buflen);
 }
 

@@ -27,6 +27,7 @@
 #include "preload/fdtable.h"
 #include "preload/promoted.h"
 #include "preload/interpose.h"
+#include "preload/landing.h"
 #include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/start.h"
@@ -75,6 +76,10 @@ EXPORT long syscall(long nr, ...)
 		tdax_promoted_settle_fd((int)(nr == SYS_mmap ? e : a));
 	if (nr == SYS_sendfile || nr == SYS_splice || nr == SYS_copy_file_range)
 		tdax_promoted_settle_fd((int)(nr == SYS_sendfile ? b : c));
+	/* Calls at the file position move it (landing.h; the copies' own
+	 * hooks below tell theirs). */
+	if (nr == SYS_read || nr == SYS_readv || nr == SYS_lseek || (nr == SYS_preadv2 && d == -1))
+		tdax_landing_moved((int)a);
 	/* The raw ABI of the positional calls splits the offset in two longs
 	 * (low, high); on 64-bit the low one is all of it. */
 	switch (nr) {

@@ -53,7 +53,7 @@ extern _Atomic uint32_t tdax_lease_epoch;
 
 /* Moves before every lease this process is granted is marked held, and at
  * every fork: a lease held at two looks with the same count was held all
- * the time between (appends.h). */
+ * the time between (landing.h). */
 extern _Atomic uint64_t tdax_lease_grants;
 
 /* Is fd the only open of its file now? One load while no lease is held. */

@@ -9,7 +9,7 @@
 #include "core/sys.h"
 #include "core/trace.h"
 #include "core/util.h"
-#include "preload/appends.h"
+#include "preload/landing.h"
 #include "preload/coherent.h"
 #include "preload/fault.h"
 #include "preload/lease.h"
@@ -132,7 +132,7 @@ void tdax_promoted_catch_up(struct tdax_promoted *b, uint32_t idx)
 int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enum tdax_stat why)
 {
 	struct tdax_file_rt *rt = tdax_rt_of(idx);
-	tdax_appends_resize_begin(); /* (the file's end moves behind coherent mode's back) */
+	tdax_landing_resize_begin(); /* (the file's end moves behind coherent mode's back) */
 	tdax_promoted_catch_up(b, idx); /* (coherent mode's syncs follow: the policy decides on them) */
 	int use = fd_here >= 0 ? fd_here : tdax_lease_reach(b->fd);
 	int rc = use < 0 ? -1 : tdax_cache_write_back(&b->cached, use);
@@ -162,7 +162,7 @@ int tdax_promoted_demote(struct tdax_promoted *b, uint32_t idx, int fd_here, enu
 	atomic_fetch_sub(&tdax_fds_promoted, 1);
 	tdax_count(TDAX_ST_DEMOTIONS, 1);
 	tdax_count(why, 1);
-	tdax_appends_resize_end();
+	tdax_landing_resize_end();
 	return rc;
 }
 

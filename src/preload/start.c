@@ -15,7 +15,7 @@
 #include "core/testaid.h"
 #include "core/trace.h"
 #include "preload/fdtable.h"
-#include "preload/appends.h"
+#include "preload/landing.h"
 #include "preload/lease.h"
 #include "preload/manage.h"
 #include "preload/mapped.h"
@@ -182,7 +182,7 @@ static void attach_now(void)
 	    !(tdax_promoted_init(dev->sb->max_files) && tdax_selection_init(dev) && tdax_cache_init(dev)))
 		tdax_rt.bypass = false;
 	if (tdax_fdtable_init() != 0 || !tdax_rt.touched || !tdax_rt.named || !tdax_rt.opens ||
-	    !tdax_appends_init(dev->sb->max_files) || bring_up_to_date(dev) != 0) {
+	    !tdax_landing_init(dev->sb->max_files) || bring_up_to_date(dev) != 0) {
 		tdax_device_close(dev);
 		return;
 	}
