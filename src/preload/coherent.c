@@ -6,6 +6,7 @@
 #include "preload/coherent.h"
 #include "core/log.h"
 #include "preload/mapped.h"
+#include "preload/landing.h"
 #include "preload/lease.h"
 #include "preload/mode.h"
 #include "preload/tracking.h"
@@ -379,7 +380,11 @@ static int rewrite_after_error(int fd, uint32_t idx, uint32_t gen)
 		errno = EIO;
 		return -1;
 	}
-	return tdax_replay_file(tdax_rt.dev, idx, gen, fd);
+	/* (The replay's writes and truncates move the file's end.) */
+	tdax_landing_resize_begin();
+	int rc = tdax_replay_file(tdax_rt.dev, idx, gen, fd);
+	tdax_landing_resize_end();
+	return rc;
 }
 
 #ifdef TDAX_TEST_BUILD
