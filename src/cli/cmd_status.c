@@ -177,9 +177,11 @@ static void status_text(const struct tdax_device *dev, bool verbose)
 	mapping(dev, c);
 	printf("syncs: %llu lightweight, %llu real (%.1f%% lightweight)\n", (unsigned long long)light,
 	       (unsigned long long)real, light + real ? 100.0 * (double)light / (double)(light + real) : 0.0);
-	printf("writes: %llu logged (%.1f MiB), %llu to the kernel only; %llu checkpoints, %llu sync "
-	       "errors\n", (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_WRITES]),
+	printf("writes: %llu logged (%.1f MiB; %llu at the file position where tdax knew they land), "
+	       "%llu to the kernel only; %llu checkpoints, %llu sync errors\n",
+	       (unsigned long long)atomic_load(&c[TDAX_ST_LOGGED_WRITES]),
 	       (double)atomic_load(&c[TDAX_ST_LOGGED_BYTES]) / 1048576.0,
+	       (unsigned long long)atomic_load(&c[TDAX_ST_KNOWN_LANDINGS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_UNLOGGED_WRITES]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_CHECKPOINTS]),
 	       (unsigned long long)atomic_load(&c[TDAX_ST_SYNC_ERRORS]));

@@ -102,8 +102,10 @@ void tdax_landing_look(int fd, const struct tdax_fd *e, const struct tdax_file_r
 	struct tdax_landing *k = &tdax_landings[e->file_plus1 - 1];
 	l->at_end = at_end;
 	/* The lease first: a grant counts before its state says held, so
-	 * the count read after this look is that lease's. */
-	l->held = tdax_lease_sole(fd, e, rt);
+	 * the count read after this look is that lease's. (Never in the
+	 * supervisor of --intercept syscall: the program's own reads, seeks
+	 * and copies of a descriptor it placed reach the kernel untrapped.) */
+	l->held = !tdax_rt.supervisor && tdax_lease_sole(fd, e, rt);
 	l->grants = atomic_load(&tdax_lease_grants);
 	l->resizes = atomic_load(&resizes_begun);
 	l->end_plus1 = atomic_load(&k->end_plus1);

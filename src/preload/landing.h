@@ -29,7 +29,10 @@
  *     registered through another one since) writes with no count to see,
  *     and a stdio stream on the open file reads inside the C library: no
  *     place becomes known while the one exists, nor (at the position) for
- *     the file's entry once the other was made.
+ *     the file's entry once the other was made;
+ *   - the supervisor of --intercept syscall sees a program's writes of a
+ *     descriptor it placed, not its reads, seeks and copies: no place is
+ *     known there.
  *
  * A write under its file's position lock (coherent_ops.c) uses the known
  * place only if it was known before its write, the lease held and no

@@ -189,17 +189,18 @@ def progs(tmp_path_factory):
     return build_both(tmp_path_factory, "appender", APPENDER, "-pthread")
 
 
-def appended(dev, voldisk, progs, how):
-    """The appender run with change `how` on voldisk, killed and cut after
-    its last sync: what the file held before the cut, and after."""
+def appended(dev, voldisk, progs, how, intercept="libc"):
+    """The appender run with change `how` on voldisk (its static build
+    under --intercept syscall), killed and cut after its last sync: what the
+    file held before the cut, and after."""
     f, src = voldisk.mnt / "f", voldisk.mnt / "src"
     src.write_bytes(bytes(range(256)) * 4)
     if how == "outside":  # a program without tdax appends while it waits
         shell = ('exec "$0" "$@" | { read -r ready && '
                  'env -u LD_PRELOAD /bin/sh -c \'printf xyz >> "$1"\' sh "$2" && cat; }')
-        p = acked_under_tdax(dev, progs, "appender", "libc", how, f, src, shell=shell)
+        p = acked_under_tdax(dev, progs, "appender", intercept, how, f, src, shell=shell)
     else:
-        p = acked_under_tdax(dev, progs, "appender", "libc", how, f, src)
+        p = acked_under_tdax(dev, progs, "appender", intercept, how, f, src)
     acked = f.read_bytes()
     killed_and_cut(p, dev, voldisk)
     return acked, f.read_bytes()
@@ -212,6 +213,16 @@ def test_a_write_after_another_change_is_logged_where_the_kernel_put_it(dev, vol
         "the case did not do what it says"
     assert after == acked, f"acknowledged writes misplaced or lost after a change ({how})"
     assert info(dev)["counters"]["known_landings"] > 0, "no write was logged at a known place"
+
+
+@pytest.mark.parametrize("how", ["pos:read", "pos:lseek", "ftruncate-shrink"])
+def test_the_supervisor_of_a_static_program_knows_no_place(dev, voldisk, progs, how):
+    """Under --intercept syscall the supervisor makes the program's writes
+    and syncs of a descriptor it placed, not its reads and seeks, which
+    move the open file's position unseen: it reads every landing back."""
+    acked, after = appended(dev, voldisk, progs, how, intercept="syscall")
+    assert after == acked, f"acknowledged writes misplaced or lost after a change ({how})"
+    assert info(dev)["counters"]["known_landings"] == 0
 
 
 def test_positive_control_an_end_not_forgotten_misplaces_the_appends(dev, voldisk, progs, monkeypatch):
