@@ -57,7 +57,9 @@ static bool log_iov(uint32_t idx, uint32_t gen, uint64_t off, const struct iovec
 
 void tdax_coherent_write_begin(const struct tdax_fd *e)
 {
-	atomic_fetch_add_explicit(&tdax_rt_of(e->file_plus1 - 1)->inflight, 1, memory_order_relaxed);
+	/* (Sequentially consistent for landing.h's pending mark: the same
+	 * locked add on x86.) */
+	atomic_fetch_add(&tdax_rt_of(e->file_plus1 - 1)->inflight, 1);
 }
 
 void tdax_coherent_write_end(const struct tdax_fd *e)

@@ -20,6 +20,7 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
+#include <syslog.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -750,17 +751,65 @@ EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
 	return r;
 }
 
-/* backtrace_symbols_fd writes inside the C library too, and is made for
- * signal handlers (no allocation): a promoted file is demoted (as for any
- * stdio stream), and its file's syncs become the kernel's, with one atomic
- * step, before it writes. */
-EXPORT void backtrace_symbols_fd(void *const *frames, int n, int fd)
+/* The C library is about to write fd with its own internal calls: a
+ * promoted file is demoted (as for any stdio stream), and its file's syncs
+ * become the kernel's, with one atomic step (no allocation: signal
+ * handlers call backtrace_symbols_fd). */
+static void written_inside(int fd)
 {
 	tdax_promoted_settle_fd(fd);
 	const struct tdax_fd *e = managed(fd);
 	if (e && e->file_plus1 != TDAX_FD_UNREGISTERED)
 		tdax_coherent_kernel_only(e->file_plus1 - 1, TDAX_FB_STDIO);
+}
+
+EXPORT void backtrace_symbols_fd(void *const *frames, int n, int fd)
+{
+	written_inside(fd);
 	TDAX_REAL(backtrace_symbols_fd)(frames, n, fd);
+}
+
+/* syslog after openlog(..., LOG_PERROR, ...) copies each message to
+ * stderr with an internal dprintf: a file at descriptor 2 is written
+ * unseen. (The option stays until the next openlog, closelog or not.) */
+static _Atomic bool log_perror;
+
+EXPORT void openlog(const char *ident, int option, int facility)
+{
+	atomic_store(&log_perror, (option & LOG_PERROR) != 0);
+	TDAX_REAL(openlog)(ident, option, facility);
+}
+
+EXPORT void vsyslog(int pri, const char *fmt, va_list ap)
+{
+	if (atomic_load(&log_perror))
+		written_inside(STDERR_FILENO);
+	TDAX_REAL(vsyslog)(pri, fmt, ap);
+}
+
+EXPORT void __vsyslog_chk(int pri, int flag, const char *fmt, va_list ap)
+{
+	if (atomic_load(&log_perror))
+		written_inside(STDERR_FILENO);
+	TDAX_REAL(__vsyslog_chk)(pri, flag, fmt, ap);
+}
+
+EXPORT void syslog(int pri, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsyslog(pri, fmt, ap);
+	va_end(ap);
+}
+
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
+void __vsyslog_chk(int pri, int flag, const char *fmt, va_list ap);
+EXPORT void __syslog_chk(int pri, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	__vsyslog_chk(pri, flag, fmt, ap);
+	va_end(ap);
 }
 
 /* ---- names (names.h) ------------------------------------------------- */

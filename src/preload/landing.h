@@ -91,8 +91,11 @@ static inline void tdax_landing_forget(uint32_t idx)
 	if (tdax_landing_blind)
 		return;
 #endif
+	/* Sequentially consistent, as the in-flight count taken before it
+	 * and the pending mark's store and look (landing.c): one of the two
+	 * sides sees the other. (A plain load on x86.) */
 	_Atomic uint64_t *e = &tdax_landings[idx].end_plus1;
-	if (atomic_load_explicit(e, memory_order_relaxed))
+	if (atomic_load(e))
 		atomic_exchange(e, 0);
 }
 

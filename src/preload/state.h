@@ -129,6 +129,9 @@ extern struct tdax_runtime tdax_rt;
 	X(vdprintf, int, (int, const char *, va_list))                                \
 	X(__vdprintf_chk, int, (int, int, const char *, va_list))                     \
 	X(backtrace_symbols_fd, void, (void *const *, int, int))                      \
+	X(openlog, void, (const char *, int, int))                                    \
+	X(vsyslog, void, (int, const char *, va_list))                                \
+	X(__vsyslog_chk, void, (int, int, const char *, va_list))                     \
 	X(execve, int, (const char *, char *const[], char *const[]))                  \
 	X(execvpe, int, (const char *, char *const[], char *const[]))                 \
 	X(vfork, pid_t, (void))                                                       \

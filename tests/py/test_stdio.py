@@ -2,7 +2,9 @@
 hook sees, to a file tdax manages: dprintf and vdprintf (a stream of their
 own on the descriptor; __dprintf_chk, their _FORTIFY_SOURCE form), the
 program's stdout and stderr streams on the file (a dup2 onto 1 or 2, a
-shell's redirection inherited across exec), and backtrace_symbols_fd.
+shell's redirection inherited across exec), backtrace_symbols_fd, and
+syslog's copy to stderr after openlog(LOG_PERROR) (an internal dprintf;
+until 2026-11-28 -- later than the others -- unseen too).
 Until 2026-11-28 each went unseen and the lightweight sync after it lost
 it at a power cut. Now dprintf's text goes through the write hook, and a
 file at descriptor 0, 1 or 2 (or given to backtrace_symbols_fd) has its
@@ -25,7 +27,9 @@ STDIO = ACKED_C + SYNCED_AB_C + r"""
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
 static int through_vdprintf(int fd, const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
@@ -43,6 +47,16 @@ int main(int argc, char **argv) {
 		must(dup2(fd, std) == std && lseek(std, 100, SEEK_SET) == 100, "dup2");
 		must(fprintf(stream, "%.50s", buf) == 50 && fflush(stream) == 0, "fprintf");
 		must(fdatasync(fd) == 0 && dup2(keep, std) == std, "fdatasync");
+		acked();
+	}
+	if (!strncmp(how, "syslog", 6)) {      /* LOG_PERROR: each message copied to stderr, the file */
+		must(dup2(fd, 2) == 2 && lseek(2, 100, SEEK_SET) == 100, "dup2");
+		openlog("t", LOG_PERROR, LOG_USER);
+		if (!strcmp(how, "syslog"))
+			syslog(LOG_ERR, "%.50s", buf);
+		else
+			__syslog_chk(LOG_ERR, 1, "%.50s", buf);
+		must(fdatasync(fd) == 0, "fdatasync");
 		acked();
 	}
 	if (!strcmp(how, "inherited")) {     /* stdout on the file since exec (sh: 1<>file), "acked" to 3 */
@@ -78,13 +92,16 @@ def progs(tmp_path_factory):
 
 @pytest.mark.parametrize("how,intercept", [("dprintf", "libc"), ("vdprintf", "libc"), ("fortify", "libc"),
                                            ("stdout", "libc"), ("stderr", "libc"), ("inherited", "libc"),
-                                           ("backtrace", "libc"), ("dprintf", "syscall"),
+                                           ("backtrace", "libc"), ("syslog", "libc"),
+                                           ("syslog-fortify", "libc"), ("dprintf", "syscall"),
                                            ("stdout", "syscall")])
 def test_a_write_the_c_library_makes_itself_is_durable_after_a_sync(dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
     p = acked_under_tdax(dev, progs, "stdio", intercept, how, f, shell=INHERITED if how == "inherited" else None)
     acked = f.read_bytes()
-    if how != "backtrace":
+    if how.startswith("syslog"):
+        assert acked[:153] == b"B" * 100 + b"t: " + b"C" * 50, "the case did not do what it says"
+    elif how != "backtrace":
         assert acked == OVER_AB, "the case did not do what it says"
     else:
         assert acked[:100] == b"B" * 100 and acked[100:150] != b"B" * 50, "no backtrace written"
