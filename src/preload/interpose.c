@@ -20,7 +20,6 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
-#include <syslog.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "preload/landing.h"
