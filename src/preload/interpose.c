@@ -276,9 +276,9 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	uint64_t at;
 	if (!e)
 		return TDAX_REAL(write)(fd, buf, n);
-	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(write)(fd, buf, n));
+	TDAX_NO_CANCEL;
 	if (kernel_write(fd, e, -1, n, &at))
 		return kernel_wrote(fd, e, -1, at, TDAX_REAL(write)(fd, buf, n));
 	struct iovec iov = { (void *)buf, n };
@@ -293,9 +293,9 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	uint64_t at;
 	if (!e || n <= 0)
 		return TDAX_REAL(writev)(fd, iov, n);
-	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(writev)(fd, iov, n));
+	TDAX_NO_CANCEL;
 	if (!vector_ok(iov, n))
 		return TDAX_REAL(writev)(fd, iov, n); /* refused, nothing written */
 	if (kernel_write(fd, e, -1, tdax_iov_bytes(iov, n), &at))
@@ -309,11 +309,11 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	uint64_t at;
 	if (!e || off < 0)
 		return TDAX_REAL(pwrite)(fd, buf, n, off);
-	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e)) {
 		tdax_unregistered_test_pause();
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwrite)(fd, buf, n, off));
 	}
+	TDAX_NO_CANCEL;
 	if (kernel_write(fd, e, off, n, &at))
 		return kernel_wrote(fd, e, off, at, TDAX_REAL(pwrite)(fd, buf, n, off));
 	struct iovec iov = { (void *)buf, n };
@@ -333,9 +333,9 @@ EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	uint64_t at;
 	if (!e || n <= 0 || off < 0)
 		return TDAX_REAL(pwritev)(fd, iov, n, off);
-	TDAX_NO_CANCEL;
 	if (tdax_unregistered_plain(e))
 		return tdax_unregistered_wrote(fd, e, TDAX_REAL(pwritev)(fd, iov, n, off));
+	TDAX_NO_CANCEL;
 	if (!vector_ok(iov, n))
 		return TDAX_REAL(pwritev)(fd, iov, n, off); /* refused, nothing written */
 	if (kernel_write(fd, e, off, tdax_iov_bytes(iov, n), &at))

@@ -176,9 +176,12 @@ extern __thread bool tdax_fds_private TDAX_TLS;
  * cancellation point the hook calls (the real write, a sync, an open)
  * would end it holding a file's lock, an in-flight count or the attach,
  * and the process would hang, or trust what it should not. A hook doing
- * such work holds cancellation off (TDAX_NO_CANCEL, at its top) and acts
- * on a pending one when it is done -- its cleanup, at every return: the
- * call has had its effect, as at a cancellation point that completed.
+ * such work holds cancellation off (TDAX_NO_CANCEL, before the work) and
+ * acts on a pending one when it is done -- its cleanup, at every return:
+ * the call has had its effect, as at a cancellation point that completed.
+ * A hook that holds nothing across the real call leaves it a cancellation
+ * point, as it is without tdax (a write tdax has nothing to remember of,
+ * unregistered.h).
  */
 static inline int tdax_cancel_hold(void)
 {

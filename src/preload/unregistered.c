@@ -70,8 +70,11 @@ static const struct tdax_fd *joined(int fd, const struct tdax_fd *e)
 	return r;
 }
 
+/* The write hooks' look, after a kernel's call they made with cancellation
+ * on (unregistered.h): registering takes locks (state.h). */
 void tdax_unregistered_join(int fd, const struct tdax_fd *e)
 {
+	TDAX_NO_CANCEL;
 	joined(fd, e);
 }
 

@@ -5,6 +5,7 @@ of src/core/testaid.h, such as the durable shadow the power cuts need); TDAX_PRO
 is the product build, for the tests that check what ships (test_product.py)."""
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -186,8 +187,9 @@ def acked_under_tdax(dev, progs, name, intercept, *args, mode="coherent", shell=
     """Program `name` of build_both's directory progs (its static build
     under --intercept syscall) run with args under tdax, --policy always,
     in a session of its own, once it has printed "acked" (what it wrote
-    and synced): the process, for killed_and_cut. shell: a script for
-    sh -c that runs the program ("$0", its arguments "$@") its own way."""
+    and synced): the process, for killed_and_cut (a failure saying what it
+    does if it has not within 60 s). shell: a script for sh -c that runs
+    the program ("$0", its arguments "$@") its own way."""
     exe = progs / (f"{name}-static" if intercept == "syscall" else name)
     command = [str(exe), *map(str, args)]
     if shell:
@@ -196,6 +198,11 @@ def acked_under_tdax(dev, progs, name, intercept, *args, mode="coherent", shell=
                           "--mode", mode, "--", *command],
                          env={**os.environ, **TDAX_ENV, "TDAX_TEST_DURABLE_SHADOW": "0"},
                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+    if not select.select([p.stdout], [], [], 60)[0]:
+        try:
+            hung(p, 60)
+        finally:
+            crashtest.kill_tree([p])
     line = p.stdout.readline()
     assert line == "acked\n", line
     return p
@@ -220,7 +227,12 @@ def waited(p, timeout):
     try:
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pass
+        hung(p, timeout)
+
+
+def hung(p, timeout):
+    """A failure saying what every process of p's tree is doing (state,
+    kernel wait, signal masks, per thread): the timeout ran out."""
     lines = []
     for q in crashtest.descendants(p.pid):
         for t in sorted(os.listdir(f"/proc/{q}/task")) if os.path.isdir(f"/proc/{q}/task") else []:

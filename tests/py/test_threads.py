@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import TDAX, TDAX_ENV, counters_once, info, killed_and_cut, run, started, tdax_run
+from conftest import (ACKED_C, TDAX, TDAX_ENV, acked_under_tdax, build_both, counters_once, info, killed_and_cut,
+                      run, started, tdax_run)
 
 # argv: file, n. n threads one after the other, each one write and one sync.
 CHURN = r"""
@@ -195,3 +196,64 @@ def test_a_thread_cancelled_inside_a_hook_leaves_nothing_held(dev, diskdir, tmp_
     assert rc == 0 and out == "done\n", (rc, out)
     data = f.read_bytes()
     assert data.count(b"main\n") == 100 and len(data.replace(b"main\n", b"")) % 128 == 0, len(data)
+
+
+# argv: directory. 60 rounds, each on a file of its own: a thread appends
+# 128 B at a time without syncing (writes tdax has nothing to remember of
+# hold no cancellation off: they are cancellation points as without tdax,
+# unregistered.h); in odd rounds the main thread syncs the file meanwhile,
+# which registers it (policy always) and makes the writer's next write
+# join the entry (a look that holds cancellation off). Then it cancels the
+# writer, joins it, appends "main" and syncs; "acked" at the end.
+CANCELLED_UNREGISTERED = ACKED_C + r"""
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+static int fd;
+static void *writer(void *unused) {
+	(void)unused;
+	char buf[128];
+	memset(buf, 'x', sizeof(buf));
+	while (write(fd, buf, sizeof(buf)) == sizeof(buf))
+		;
+	return NULL;
+}
+int main(int argc, char **argv) {
+	(void)argc;
+	for (int round = 0; round < 60; round++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/f%d", argv[1], round);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+		must(fd >= 0, "open");
+		pthread_t t;
+		struct timespec ts = { 0, 300000 + (round % 5) * 100000 };
+		must(pthread_create(&t, NULL, writer, NULL) == 0, "pthread_create");
+		nanosleep(&ts, NULL);
+		if (round % 2)
+			must(fdatasync(fd) == 0, "fdatasync while the writer writes");
+		nanosleep(&ts, NULL);
+		must(pthread_cancel(t) == 0 && pthread_join(t, NULL) == 0, "cancel");
+		must(write(fd, "main\n", 5) == 5 && fdatasync(fd) == 0, "main");
+		must(close(fd) == 0, "close");
+	}
+	acked();
+	return 0;
+}
+"""
+
+
+def test_a_thread_cancelled_in_a_write_tdax_does_not_log_leaves_nothing_held(tmp_path_factory, dev, voldisk):
+    """The writes of a file tdax has nothing to remember of are the
+    kernel's own cancellation points (since 2026-11-28; before, the hook
+    held cancellation off around them), and the look after one that may
+    register the file still holds it off: cancelled there or in the look,
+    no thread leaves a lock or a count behind (the next round would hang),
+    and every round's appends, "main" the last, survive a power cut."""
+    progs = build_both(tmp_path_factory, "cancelled", CANCELLED_UNREGISTERED, "-pthread")
+    p = acked_under_tdax(dev, progs, "cancelled", "libc", voldisk.mnt)
+    killed_and_cut(p, dev, voldisk)
+    for i in range(60):
+        data = (voldisk.mnt / f"f{i}").read_bytes()
+        assert data.endswith(b"main\n") and data.count(b"main\n") == 1, (i, data[-16:])
+        assert data[:-5] == b"x" * (len(data) - 5) and (len(data) - 5) % 128 == 0, (i, len(data))
