@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from conftest import ACKED_C, TDAX_ENV, TDAX_PRODUCT, acked_under_tdax, build_both, info, killed_and_cut
+from conftest import ACKED_C, TDAX_ENV, TDAX_PRODUCT, acked_under_tdax, build_both, info, killed_and_cut, tdax_run
 
 # argv: how, file, another file (the source of the copies), and "exit" to
 # end instead of waiting for the kill. 20 writes of 100 B at the file
@@ -252,3 +252,38 @@ def test_the_offset_of_a_leased_write_costs_no_system_call(dev, diskdir, progs, 
     # Read back: the writes before the lease (taken at the third sync)
     # and the first after each move of the position; 40 before.
     assert reads_back <= 8, calls[-2000:]
+
+
+# argv: file. 4 KiB appended through one descriptor, each half synced; 4 KiB
+# appended through a second one opened O_DIRECT (never logged: the file is
+# uncovered, and the size tdax saw stays behind); a wait in which the
+# write-back checkpoints the file (covered again); 100 B appended through
+# the first and synced.
+COVERED_AGAIN = r"""
+import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for half in b"ab":
+    os.write(fd, bytes([half]) * 2048)
+    os.fdatasync(fd)
+direct = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_DIRECT)
+block = mmap.mmap(-1, 4096)
+block.write(b"c" * 4096)
+assert os.write(direct, block) == 4096
+time.sleep(0.5)
+os.write(fd, b"d" * 100)
+os.fdatasync(fd)
+"""
+
+
+def test_an_append_after_writes_a_checkpoint_covered_is_not_another_writers(dev, diskdir):
+    """A checkpoint of the write-back that covers the file again catches the
+    size tdax saw up with the writes it did not log: before, the next
+    logged append landed past that size and was taken for another
+    writer's -- a real sync, and a warning on the application's stderr."""
+    f = diskdir / "f"
+    r = tdax_run(dev, COVERED_AGAIN, f, env={"TDAX_WB_AGE_MS": "1", "TDAX_WB_INTERVAL_MS": "1"})
+    assert r.returncode == 0, r.stderr
+    c = info(dev)["counters"]
+    assert c["checkpoints"] >= 1 and c.get("fallback_direct_io", 0) >= 1, c
+    assert c.get("fallback_unseen_write", 0) == 0, c
+    assert f.read_bytes() == b"a" * 2048 + b"b" * 2048 + b"c" * 4096 + b"d" * 100
