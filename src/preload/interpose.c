@@ -381,6 +381,9 @@ EXPORT off_t lseek(int fd, off_t off, int whence)
 }
 
 EXPORT_ALIAS(__lseek, lseek);
+/* (llseek: a compatibility symbol since glibc 2.28, which programs linked
+ * before then still call, as llseek@GLIBC_2.2.5.) */
+EXPORT_ALIAS(llseek, lseek);
 
 EXPORT off_t lseek64(int fd, off_t off, int whence)
 {

@@ -130,11 +130,11 @@ def voldisk(tmp_path):
 def build_both(tmp_path_factory, name, source, *flags):
     """The C program source built twice in a directory of its own: `name`
     (dynamic: the libc hooks see it) and `name-static` (only --intercept
-    syscall does). The directory."""
+    syscall does; TDAX_TEST_STATIC defined). The directory."""
     d = tmp_path_factory.mktemp(name)
     (d / f"{name}.c").write_text(source)
     run("cc", "-O2", "-o", d / name, d / f"{name}.c", *flags, check=0)
-    run("cc", "-O2", "-static", "-o", d / f"{name}-static", d / f"{name}.c", *flags, check=0)
+    run("cc", "-O2", "-static", "-DTDAX_TEST_STATIC", "-o", d / f"{name}-static", d / f"{name}.c", *flags, check=0)
     return d
 
 

@@ -41,6 +41,14 @@ APPENDER = ACKED_C + r"""
 #include <sys/wait.h>
 static int fd, dupfd = -1;
 static const char *path;
+#ifndef TDAX_TEST_STATIC
+/* llseek as a program linked before glibc 2.28 calls it (since then a
+ * compatibility symbol, which no new program can name). */
+__asm__(".symver old_llseek, llseek@GLIBC_2.2.5");
+extern off_t old_llseek(int fd, off_t off, int whence);
+#else
+#define old_llseek lseek /* (no such symbol in a static program) */
+#endif
 static off_t size_now(void) {
 	struct stat st;
 	must(fstat(fd, &st) == 0, "fstat");
@@ -91,6 +99,8 @@ static void moved(const char *how, const char *other) {
 		must(syscall(SYS_read, fd, buf, sizeof(buf)) == sizeof(buf), "syscall read");
 	else if (!strcmp(how, "pos:lseek"))
 		must(lseek(fd, -150, SEEK_CUR) == 60, "lseek");
+	else if (!strcmp(how, "pos:llseek"))
+		must(old_llseek(fd, 40, SEEK_SET) == 40, "llseek");
 	else if (!strcmp(how, "pos:syscall-lseek"))
 		must(syscall(SYS_lseek, fd, 700, SEEK_SET) == 700, "syscall lseek");
 	else if (!strcmp(how, "pos:dup-lseek")) {
@@ -180,7 +190,7 @@ int main(int argc, char **argv) {
 CHANGES = ["none", "ftruncate-shrink", "ftruncate-grow", "truncate", "fallocate", "pwrite", "thread",
            "copy", "sendfile", "no-append", "reopen", "outside", "outside-child", "fork", "dup"]
 # Writes at the position of a descriptor without O_APPEND.
-MOVES = ["pos:none", "pos:read", "pos:readv", "pos:preadv2", "pos:syscall-read", "pos:lseek", "pos:syscall-lseek",
+MOVES = ["pos:none", "pos:read", "pos:readv", "pos:preadv2", "pos:syscall-read", "pos:lseek", "pos:llseek", "pos:syscall-lseek",
          "pos:dup-lseek", "pos:sendfile", "pos:copy", "pos:splice", "pos:stream", "pos:setfl-append"]
 
 
