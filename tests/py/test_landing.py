@@ -32,6 +32,7 @@ from conftest import ACKED_C, TDAX_ENV, TDAX_PRODUCT, acked_under_tdax, build_bo
 APPENDER = ACKED_C + r"""
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -160,6 +161,19 @@ static void change(const char *how, const char *other) {
 		char cmd[4200];
 		snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD /bin/sh -c 'printf xyz >> \"%s\"'", path);
 		must(system(cmd) == 0, "outside");
+	} else if (!strcmp(how, "spawn") || !strcmp(how, "spawn-outside")) {
+		/* A child posix_spawn made (no fork: glibc clones) appends through
+		 * the descriptor it inherited -- the same open file, no open of
+		 * its own to break the lease -- under tdax, or without. */
+		char script[64];
+		snprintf(script, sizeof(script), "printf SSSSSSSSSSSSSSSSSSSSSSSS >&%d", fd);
+		char *argv_sh[] = { "sh", "-c", script, NULL };
+		char *env_out[] = { "PATH=/usr/bin:/bin", NULL };
+		extern char **environ;
+		pid_t pid;
+		int status;
+		must(posix_spawn(&pid, "/bin/sh", NULL, NULL, argv_sh, strcmp(how, "spawn") ? env_out : environ) == 0 &&
+		     waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "posix_spawn");
 	} else if (!strcmp(how, "dup")) /* a duplicate (no lease of its own) appends */
 		must(write(dupfd, "UUUUUUUUUUUUUUUUUUUUUUUUUUUUUU", 30) == 30, "write through the dup");
 	else if (!strcmp(how, "fork")) {
@@ -188,7 +202,8 @@ int main(int argc, char **argv) {
 """
 
 CHANGES = ["none", "ftruncate-shrink", "ftruncate-grow", "truncate", "fallocate", "pwrite", "thread",
-           "copy", "sendfile", "no-append", "reopen", "outside", "outside-child", "fork", "dup"]
+           "copy", "sendfile", "no-append", "reopen", "outside", "outside-child", "fork", "spawn", "spawn-outside",
+           "dup"]
 # Writes at the position of a descriptor without O_APPEND.
 MOVES = ["pos:none", "pos:read", "pos:readv", "pos:preadv2", "pos:syscall-read", "pos:lseek", "pos:llseek", "pos:syscall-lseek",
          "pos:dup-lseek", "pos:sendfile", "pos:copy", "pos:splice", "pos:stream", "pos:setfl-append"]
