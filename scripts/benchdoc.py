@@ -55,10 +55,11 @@ def header(dirs, metas):
             f"/dev/shm, the workloads' files on {m.get('scratch', 'the disk')}.",
             f"- Rounds: {' / '.join(map(str, sorted(rounds)))} per suite"
             + (" (--quick: short runs)" if o.get("quick") else "") + ", interleaved: each round runs "
-            "every configuration once, side by side. A ratio is taken within a round; the tables give "
+            "every configuration once, side by side (its modes the other way round every other round). "
+            "A ratio is taken within a round; the tables give "
             "the median (min..max) of the rounds'.",
-            "- Noise: each round's first run (the suite's first configuration without tdax) runs again "
-            "at its end; a round whose control pair differs by more than "
+            "- Noise: the suite's first configuration without tdax runs again "
+            "at each round's end; a round whose control pair differs by more than "
             f"{o['noise']:g} % runs again, up to {o['retries']} times, and is kept, marked noisy, if it "
             "still does." if "noise" in o else "- Noise: this run had no control pair (an older tdax bench).",
             f"- Versions: {versions}.", "",

@@ -4,9 +4,10 @@ usage: tdax bench SUITE|all [options]      (SUITE: redis postgres rocksdb sqlite
 
 Every configuration runs without tdax ('default') and under tdax with each
 configuration of --policies; the same workload with syncing switched off
-runs alongside as the ceiling. A round runs them all once, side by side,
-and its first run once more at its end: the control pair, whose ratio is
-1.0 on a quiet machine. --repeat rounds run; a round whose control
+runs alongside as the ceiling. A round runs them all once, side by side
+(each configuration's modes the other way round every other round), and
+the first configuration without tdax once more at its end: the control
+pair, whose ratio is 1.0 on a quiet machine. --repeat rounds run; a round whose control
 is off by more than --noise runs again, up to --retries times, and is
 marked noisy if it still is. Medians (min..max) of every configuration, and
 the ratios tdax/default and tdax/sync-off taken within each round as median
@@ -60,7 +61,7 @@ def args():
     ap.add_argument("suite", choices=list(SUITES) + ["all"])
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds (default 5, --quick too)")
     ap.add_argument("--noise", type=float, default=10, metavar="PCT", help="a round whose control pair "
-                    "(its first run, without tdax, run again last) differs by more than PCT %% is "
+                    "(its first configuration without tdax, run again last) differs by more than PCT %% is "
                     "noisy and runs again (default 10)")
     ap.add_argument("--retries", type=int, default=2, metavar="N", help="times a noisy round runs "
                     "again; then the least noisy attempt is kept, marked (default 2)")

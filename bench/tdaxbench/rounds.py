@@ -1,9 +1,12 @@
 """rounds -- the interleaved rounds of a `tdax bench` suite and their control.
 
 A round runs every configuration once, side by side: without tdax, under
-each tdax configuration, then the next configuration (A B C, D E F, ...).
-Its first run, the first configuration without tdax, runs again as its last
-(A'): the control pair. A'/A is 1.0 on a quiet machine; a round whose
+each tdax configuration, then the next configuration (A B C, D E F, ...);
+every other round runs each configuration's modes the other way round
+(C B A, F E D, ...), so that what a run leaves the next one (a disk still
+busy, caches another mode filled) does not fall on the same mode in every
+round. The first configuration without tdax runs again as the round's last
+run (A'): the control pair. A'/A is 1.0 on a quiet machine; a round whose
 control is off by more than the noise threshold runs again, up to `retries`
 more times, and the attempt whose control is nearest 1.0 is kept (marked
 noisy if it is still off). Ratios are taken within a round, then their
@@ -13,11 +16,31 @@ import statistics
 
 
 def plan(cfgs, policies, combos=()):
-    """One round, in the order it runs: (config, mode, sweep, control);
-    the control run is the round's first run once more, at its end."""
+    """An even round, in the order it runs (in_order: an odd one):
+    (config, mode, sweep, control); the control run is the first
+    configuration's without tdax once more, at its end."""
     runs = [(c, m, None, False) for c in cfgs for m in ["default"] + list(policies)]
     runs += [(c, "thesis", combo, False) for combo in combos for c in cfgs if c.sync]
     return runs + [(cfgs[0], "default", None, True)]
+
+
+def in_order(runs, rnd):
+    """Round rnd's runs: plan()'s, each configuration's modes the other way
+    round in odd rounds (the sweep's and the control run stay where they
+    are)."""
+    if rnd % 2 == 0:
+        return runs
+    out, group = [], []
+    for run in runs:
+        c, _, combo, ctl = run
+        if combo is None and not ctl and (not group or group[0][0] is c):
+            group.append(run)
+            continue
+        out += group[::-1]
+        group = [run] if combo is None and not ctl else []
+        if not group:
+            out.append(run)
+    return out + group[::-1]
 
 
 def control_ratio(rows):
@@ -47,7 +70,7 @@ def run(runs, measure, repeat, noise=0.10, retries=2, note=None):
         for attempt in range(retries + 1):
             rs = [{"config": c.name, "mode": m, "rep": rnd, "attempt": attempt, "control": ctl,
                    "value": measure(c, m, combo), "unit": c.unit, "sweep": combo}
-                  for c, m, combo, ctl in runs]
+                  for c, m, combo, ctl in in_order(runs, rnd)]
             attempts.append(rs)
             ratio = control_ratio(rs)
             again = noisy(ratio, noise) and attempt < retries

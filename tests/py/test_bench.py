@@ -181,6 +181,20 @@ def test_a_noisy_round_runs_again_and_is_kept_marked_when_it_stays_noisy():
     assert "noisy rounds kept: round 2 (1.20)" in report.control_line(ctl, 2)
 
 
+def test_every_other_round_runs_each_configurations_modes_the_other_way_round():
+    """A run may pay for the one before it (a disk still writing back): in
+    odd rounds each configuration's modes run in reverse; the control run
+    stays last, the sweep's runs stay after the configurations'."""
+    order = []
+    rounds.run(rounds.plan(CFGS, ["tdax", "bypass"], [{"U": 40}]),
+               lambda c, m, combo: order.append((c.name, m, bool(combo))) or 100.0, 2)
+    even = [("sync", "default"), ("sync", "tdax"), ("sync", "bypass"),
+            ("off", "default"), ("off", "tdax"), ("off", "bypass")]
+    odd = even[2::-1] + even[:2:-1]
+    tail = [("sync", "thesis", True), ("sync", "default", False)]
+    assert order == [(c, m, False) for c, m in even] + tail + [(c, m, False) for c, m in odd] + tail
+
+
 def rows_of(rounds_values, kept=True, attempt=0):
     """Rows of rounds whose values are {(config, mode): [one per round]}."""
     return [{"config": c, "mode": m, "rep": i, "attempt": attempt, "control": False, "kept": kept,
