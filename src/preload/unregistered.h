@@ -38,10 +38,14 @@ static inline bool tdax_unregistered(const struct tdax_fd *e)
  *
  * Such a write holds nothing across the kernel's call, so the call stays a
  * cancellation point as it is without tdax, and the hook does not hold
- * cancellation off (state.h; that pair of calls was 2 % of a 128 B pwrite
- * loop's time); the join, which may register, does. A thread cancelled in
- * the call skips the look: the call did not happen for its caller (POSIX:
- * as if interrupted), and the descriptor's next call looks.
+ * cancellation off (state.h; that pair of calls was 1-2 % of a 128 B
+ * pwrite loop's time in perf); the join, which may register, does. A
+ * thread cancelled in the call skips the look, and the descriptor's next
+ * call looks. For its caller the call did not happen (POSIX: as if
+ * interrupted); glibc before 2.40 may act on a cancellation just after a
+ * write went through, and then a lightweight sync of the file through
+ * another descriptor, if the file was registered meanwhile,
+ * does not cover those bytes until that next look.
  */
 static inline bool tdax_unregistered_plain(const struct tdax_fd *e)
 {
