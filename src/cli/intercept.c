@@ -66,6 +66,8 @@ static const int always[] = {
 	SYS_chroot, SYS_pivot_root, SYS_setns, SYS_landlock_restrict_self,
 	/* They pass a descriptor on, to a low number of its receiver's. */
 	SYS_sendmsg, SYS_sendmmsg, SYS_pidfd_getfd,
+	/* They make durable what tdax did not log too (checkpoint.h). */
+	SYS_sync, SYS_syncfs,
 };
 
 /* Handed over when their descriptor (argument 0) is at TDAX_INTERCEPT_FD_BASE

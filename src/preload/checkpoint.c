@@ -229,6 +229,25 @@ int tdax_checkpoint_file(uint32_t idx)
 	return rc;
 }
 
+/*
+ * A sync() or syncfs() makes every file's bytes durable, the ones tdax did
+ * not log too (a write through an O_DIRECT descriptor, a cold write of a
+ * range no longer upgraded): a record older than such a write, replayed
+ * after a crash, would put back what the write replaced, and the write
+ * was acknowledged (test_syncfs.py lost it so before 2026-11-28). So every
+ * file with records is checkpointed before the kernel's call: its records
+ * released once its bytes are durable.
+ */
+void tdax_checkpoint_all(void)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
+		const struct tdax_file_rt *rt = &tdax_file_at(dev, i)->rt;
+		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))
+			tdax_checkpoint_file(i);
+	}
+}
+
 void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen)
 {
 	struct tdax_file *f = tdax_file_at(tdax_rt.dev, idx);

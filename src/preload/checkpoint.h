@@ -21,6 +21,11 @@
  * once its directory is synced (a removal tdax saw: its entry too). */
 int tdax_checkpoint_file(uint32_t idx);
 
+/* Checkpoint every registered file of the device that has records, any
+ * process's (those this process cannot open stay as they are): before a
+ * sync() or syncfs(), which make durable what tdax did not log too. */
+void tdax_checkpoint_all(void);
+
 /* Let go of the removed files idx[0..n) (tdax_file_gone, each seen so
  * before the call), with one directory sync per directory: a sync that
  * starts after a removal was done makes it durable, whichever file's

@@ -13,6 +13,7 @@
  * off, goes straight to the real function with its errno untouched.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,6 +430,28 @@ EXPORT int fsync(int fd)
 EXPORT int fdatasync(int fd)
 {
 	return sync_file(fd, true);
+}
+
+/* sync() and syncfs() make durable what tdax did not log too: no record
+ * older than that may be replayed after a crash (checkpoint.h). */
+static void syncing_everything(void)
+{
+	if (tdax_on()) {
+		TDAX_NO_CANCEL; /* (checkpoints sync) */
+		tdax_checkpoint_all();
+	}
+}
+
+EXPORT void sync(void)
+{
+	syncing_everything();
+	REAL(sync)();
+}
+
+EXPORT int syncfs(int fd)
+{
+	syncing_everything();
+	return REAL(syncfs)(fd);
 }
 
 /* ---- size and metadata ---------------------------------------------- */

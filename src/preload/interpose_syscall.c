@@ -97,6 +97,11 @@ EXPORT long syscall(long nr, ...)
 		return fsync((int)a);
 	case SYS_fdatasync:
 		return fdatasync((int)a);
+	case SYS_sync:
+		sync();
+		return 0;
+	case SYS_syncfs:
+		return syncfs((int)a);
 	case SYS_ftruncate:
 		return ftruncate((int)a, (off_t)b);
 	case SYS_truncate:

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Give the region up: the flag first (new calls pass through, a sync in
@@ -19,7 +20,7 @@ static void give_up(const char *what)
 {
 	if (atomic_exchange(&tdax_rt.lost, 1) == 1)
 		return; /* given up already (2: the SIGBUS handler only set the flag) */
-	sync();
+	tdax_syscall(SYS_sync); /* (the kernel's own: tdax calls none of its hooks) */
 	tdax_warn("%s: the device region was %s while in use; every sync now goes to the kernel "
 		  "(what was synced before is written back). Restart the application to use a region "
 		  "again", tdax_rt.dev->path, what);

@@ -1,0 +1,60 @@
+"""sync() and syncfs() make durable every byte of a file system, those tdax
+did not log too: a write through an O_DIRECT descriptor, a cold write of a
+range no longer upgraded. A record older than such a write must not be
+replayed over it after a crash -- the write was acknowledged. Before
+2026-11-28 it was: a file written A, B, C through lightweight syncs, then D
+through O_DIRECT and sync() or syncfs(), held C after a power cut. Now
+every file with records is checkpointed before the kernel's call
+(src/preload/checkpoint.h), through the hooks and under --intercept
+syscall's supervisor."""
+import pytest
+
+from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
+
+# argv: how, file. 4 KiB of A, B, C at 0, each synced (lightweight from the
+# second, policy always); D over them through an O_DIRECT descriptor (never
+# logged); then `how` makes it durable; "acked".
+SYNCER = ACKED_C + r"""
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+	(void)argc;
+	static char buf[4096];
+	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
+	must(fd >= 0, "open");
+	for (char c = 'A'; c <= 'C'; c++) {
+		memset(buf, c, sizeof(buf));
+		must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fdatasync(fd) == 0, "pwrite");
+	}
+	int direct = open(argv[2], O_RDWR | O_DIRECT);
+	char *block = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	must(direct >= 0 && block != MAP_FAILED, "O_DIRECT");
+	memset(block, 'D', 4096);
+	must(pwrite(direct, block, 4096, 0) == 4096, "direct write");
+	if (!strcmp(argv[1], "syncfs"))
+		must(syncfs(fd) == 0, "syncfs");
+	else if (!strcmp(argv[1], "syscall-syncfs"))
+		must(syscall(SYS_syncfs, fd) == 0, "syscall(SYS_syncfs)");
+	else if (!strcmp(argv[1], "syscall-sync"))
+		must(syscall(SYS_sync) == 0, "syscall(SYS_sync)");
+	else
+		sync();
+	acked();
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    return build_both(tmp_path_factory, "syncer", SYNCER)
+
+
+@pytest.mark.parametrize("intercept", ["libc", "syscall"])
+@pytest.mark.parametrize("how", ["sync", "syncfs", "syscall-sync", "syscall-syncfs"])
+def test_a_write_sync_made_durable_is_not_undone_by_an_older_record(dev, voldisk, progs, how, intercept):
+    f = voldisk.mnt / "f"
+    p = acked_under_tdax(dev, progs, "syncer", intercept, how, f)
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == b"D" * 4096
