@@ -236,7 +236,8 @@ int tdax_checkpoint_file(uint32_t idx)
  * after a crash, would put back what the write replaced, and the write
  * was acknowledged (test_syncfs.py lost it so before 2026-11-28). So every
  * file with records is checkpointed before the kernel's call: its records
- * released once its bytes are durable.
+ * released once its bytes are durable. (An fsync through a descriptor tdax
+ * does not manage is the same, for one file: tdax_checkpoint_through.)
  */
 void tdax_checkpoint_all(void)
 {
@@ -246,6 +247,19 @@ void tdax_checkpoint_all(void)
 		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))
 			tdax_checkpoint_file(i);
 	}
+}
+
+int tdax_checkpoint_through(int fd)
+{
+	struct tdax_device *dev = tdax_rt.dev;
+	struct statx stx;
+	struct tdax_ident id;
+	uint32_t idx, gen;
+	if (tdax_statx_fd(fd, STATX_TYPE | STATX_INO, &stx) != 0 || !S_ISREG(stx.stx_mode) ||
+	    !tdax_files_may_have(dev, stx.stx_ino) || tdax_ident_of_fd(fd, &id) != 0 ||
+	    tdax_files_find(dev, &id, &idx, &gen) != 0)
+		return 0; /* (a file tdax keeps nothing of) */
+	return tdax_checkpoint_if_records(fd, idx, gen);
 }
 
 void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen)

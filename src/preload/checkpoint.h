@@ -26,6 +26,11 @@ int tdax_checkpoint_file(uint32_t idx);
  * sync() or syncfs(), which make durable what tdax did not log too. */
 void tdax_checkpoint_all(void);
 
+/* A sync through a descriptor tdax does not manage (one opened
+ * read-only): if it names a registered file with records, they are
+ * checkpointed first, for the same reason. 0, or -1 with errno. */
+int tdax_checkpoint_through(int fd);
+
 /* Let go of the removed files idx[0..n) (tdax_file_gone, each seen so
  * before the call), with one directory sync per directory: a sync that
  * starts after a removal was done makes it durable, whichever file's

@@ -405,13 +405,23 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 	return e;
 }
 
+/* A sync through a descriptor tdax does not manage: a directory's
+ * (dirsync.h), or one opened read-only of a file that may have records,
+ * which are checkpointed first (checkpoint.h). */
+static int unmanaged_sync(int fd, bool datasync)
+{
+	if (tdax_on() && tdax_checkpoint_through(fd) != 0)
+		return -1;
+	return tdax_dirsync_sync(fd, datasync);
+}
+
 /* A sync of a managed file, timed one time in TDAX_LAT_EVERY (state.h). */
 static int sync_file(int fd, bool datasync)
 {
 	TDAX_NO_CANCEL;
 	const struct tdax_fd *e = current(fd, managed(fd));
 	if (!e)
-		return tdax_dirsync_sync(fd, datasync);
+		return unmanaged_sync(fd, datasync);
 	uint64_t t0 = tdax_lat_begin();
 	int r = tdax_mode_of(e)->sync(fd, e, datasync);
 	if (__builtin_expect(t0 != 0, 0)) {

@@ -6,7 +6,9 @@ replayed over it after a crash -- the write was acknowledged. Before
 through O_DIRECT and sync() or syncfs(), held C after a power cut. Now
 every file with records is checkpointed before the kernel's call
 (src/preload/checkpoint.h), through the hooks and under --intercept
-syscall's supervisor."""
+syscall's supervisor. The same for an fsync through a descriptor tdax does
+not manage (opened read-only: the file's records are checkpointed first),
+and through the O_DIRECT descriptor itself (its sync was real already)."""
 import pytest
 
 from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
@@ -37,6 +39,11 @@ int main(int argc, char **argv) {
 		must(syncfs(fd) == 0, "syncfs");
 	else if (!strcmp(argv[1], "syscall-syncfs"))
 		must(syscall(SYS_syncfs, fd) == 0, "syscall(SYS_syncfs)");
+	else if (!strcmp(argv[1], "fsync-readonly")) {
+		int ro = open(argv[2], O_RDONLY);
+		must(ro >= 0 && fsync(ro) == 0, "fsync of a read-only descriptor");
+	} else if (!strcmp(argv[1], "fsync-direct"))
+		must(fsync(direct) == 0, "fsync of the O_DIRECT descriptor");
 	else if (!strcmp(argv[1], "syscall-sync"))
 		must(syscall(SYS_sync) == 0, "syscall(SYS_sync)");
 	else
@@ -51,8 +58,14 @@ def progs(tmp_path_factory):
     return build_both(tmp_path_factory, "syncer", SYNCER)
 
 
-@pytest.mark.parametrize("intercept", ["libc", "syscall"])
-@pytest.mark.parametrize("how", ["sync", "syncfs", "syscall-sync", "syscall-syncfs"])
+# (An fsync through a read-only descriptor of a static program under
+# --intercept syscall is not trapped: docs/durability.md, Known limits.)
+CASES = [(how, intercept) for how in ("sync", "syncfs", "syscall-sync", "syscall-syncfs", "fsync-readonly",
+                                      "fsync-direct")
+         for intercept in ("libc", "syscall") if (how, intercept) != ("fsync-readonly", "syscall")]
+
+
+@pytest.mark.parametrize("how,intercept", CASES)
 def test_a_write_sync_made_durable_is_not_undone_by_an_older_record(dev, voldisk, progs, how, intercept):
     f = voldisk.mnt / "f"
     p = acked_under_tdax(dev, progs, "syncer", intercept, how, f)
