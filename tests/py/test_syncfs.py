@@ -8,14 +8,17 @@ every file with records is checkpointed before the kernel's call
 (src/preload/checkpoint.h), through the hooks and under --intercept
 syscall's supervisor. The same for an fsync through a descriptor tdax does
 not manage (opened read-only: the file's records are checkpointed first),
-and through the O_DIRECT descriptor itself (its sync was real already)."""
+through the O_DIRECT descriptor itself (its sync was real already), and an
+msync of a shared mapping (E written through it over D: the mapping made
+the file the kernel's, records checkpointed, already)."""
 import pytest
 
 from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 
 # argv: how, file. 4 KiB of A, B, C at 0, each synced (lightweight from the
 # second, policy always); D over them through an O_DIRECT descriptor (never
-# logged); then `how` makes it durable; "acked".
+# logged); then `how` makes it durable ("msync": E through a shared mapping
+# first); "acked".
 SYNCER = ACKED_C + r"""
 #include <fcntl.h>
 #include <string.h>
@@ -44,7 +47,12 @@ int main(int argc, char **argv) {
 		must(ro >= 0 && fsync(ro) == 0, "fsync of a read-only descriptor");
 	} else if (!strcmp(argv[1], "fsync-direct"))
 		must(fsync(direct) == 0, "fsync of the O_DIRECT descriptor");
-	else if (!strcmp(argv[1], "syscall-sync"))
+	else if (!strcmp(argv[1], "msync")) {
+		char *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		must(map != MAP_FAILED, "mmap");
+		memset(map, 'E', 4096);
+		must(msync(map, 4096, MS_SYNC) == 0, "msync");
+	} else if (!strcmp(argv[1], "syscall-sync"))
 		must(syscall(SYS_sync) == 0, "syscall(SYS_sync)");
 	else
 		sync();
@@ -61,7 +69,7 @@ def progs(tmp_path_factory):
 # (An fsync through a read-only descriptor of a static program under
 # --intercept syscall is not trapped: docs/durability.md, Known limits.)
 CASES = [(how, intercept) for how in ("sync", "syncfs", "syscall-sync", "syscall-syncfs", "fsync-readonly",
-                                      "fsync-direct")
+                                      "fsync-direct", "msync")
          for intercept in ("libc", "syscall") if (how, intercept) != ("fsync-readonly", "syscall")]
 
 
@@ -70,4 +78,4 @@ def test_a_write_sync_made_durable_is_not_undone_by_an_older_record(dev, voldisk
     f = voldisk.mnt / "f"
     p = acked_under_tdax(dev, progs, "syncer", intercept, how, f)
     killed_and_cut(p, dev, voldisk)
-    assert f.read_bytes() == b"D" * 4096
+    assert f.read_bytes() == (b"E" if how == "msync" else b"D") * 4096
