@@ -249,14 +249,12 @@ void tdax_checkpoint_all(void)
 	}
 }
 
-int tdax_checkpoint_through(int fd)
+int tdax_checkpoint_through(int fd, const struct statx *stx)
 {
 	struct tdax_device *dev = tdax_rt.dev;
-	struct statx stx;
 	struct tdax_ident id;
 	uint32_t idx, gen;
-	if (tdax_statx_fd(fd, STATX_TYPE | STATX_INO, &stx) != 0 || !S_ISREG(stx.stx_mode) ||
-	    !tdax_files_may_have(dev, stx.stx_ino) || tdax_ident_of_fd(fd, &id) != 0 ||
+	if (!tdax_files_may_have(dev, stx->stx_ino) || tdax_ident_of_fd(fd, &id) != 0 ||
 	    tdax_files_find(dev, &id, &idx, &gen) != 0)
 		return 0; /* (a file tdax keeps nothing of) */
 	return tdax_checkpoint_if_records(fd, idx, gen);

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct statx; /* <sys/stat.h> with _GNU_SOURCE */
+
 /* Checkpoint a registered file by index, opening it by its path (or
  * through a descriptor of this process when it was renamed or removed
  * behind tdax's back). The records of a file gone for good are let go
@@ -27,9 +29,10 @@ int tdax_checkpoint_file(uint32_t idx);
 void tdax_checkpoint_all(void);
 
 /* A sync through a descriptor tdax does not manage (one opened
- * read-only): if it names a registered file with records, they are
- * checkpointed first, for the same reason. 0, or -1 with errno. */
-int tdax_checkpoint_through(int fd);
+ * read-only) of a regular file (stx: its statx, type and inode at least):
+ * if it is a registered file with records, they are checkpointed first,
+ * for the same reason. 0, or -1 with errno. */
+int tdax_checkpoint_through(int fd, const struct statx *stx);
 
 /* Let go of the removed files idx[0..n) (tdax_file_gone, each seen so
  * before the call), with one directory sync per directory: a sync that

@@ -43,7 +43,7 @@
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
 
-#define DIR_MASK (STATX_TYPE | STATX_INO | STATX_CTIME)
+#define DIR_MASK TDAX_DIRSYNC_MASK
 
 static uint64_t ctime_of(const struct statx *stx)
 {
@@ -233,11 +233,9 @@ static int real_sync(int fd, bool datasync)
 	return datasync ? TDAX_REAL(fdatasync)(fd) : TDAX_REAL(fsync)(fd);
 }
 
-int tdax_dirsync_sync(int fd, bool datasync)
+int tdax_dirsync_sync(int fd, bool datasync, const struct statx *looked)
 {
-	struct statx stx;
-	if (!tdax_on() || tdax_statx_fd(fd, DIR_MASK, &stx) != 0 || !S_ISDIR(stx.stx_mode))
-		return real_sync(fd, datasync);
+	struct statx stx = *looked;
 	struct tdax_device *dev = tdax_rt.dev;
 	struct tdax_dirs *d = tdax_dirs(dev);
 	uint64_t ddev = makedev(stx.stx_dev_major, stx.stx_dev_minor), ino = stx.stx_ino;

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct statx; /* <sys/stat.h> with _GNU_SOURCE */
+
 /* The directory a change of names happens in, looked at before it. */
 struct tdax_dir_look {
 	bool valid;
@@ -39,9 +41,13 @@ void tdax_dirsync_made(int dirfd, const char *path, const struct tdax_dir_look *
  * from the log as if it had been logged at once. */
 void tdax_dirsync_made_logged(uint64_t fdev, uint64_t fino, const char *file_path);
 
-/* fsync/fdatasync of a descriptor tdax does not manage: a directory's is
- * answered from the log when it may be, else (and anything else) is the
+/* What of a descriptor tdax does not manage its sync needs to know, for a
+ * directory: statx() with this mask. */
+#define TDAX_DIRSYNC_MASK (STATX_TYPE | STATX_INO | STATX_CTIME)
+
+/* fsync/fdatasync of the directory open as fd (stx: its statx, with
+ * TDAX_DIRSYNC_MASK): answered from the log when it may be, else the
  * kernel's. Returns what the call returns. */
-int tdax_dirsync_sync(int fd, bool datasync);
+int tdax_dirsync_sync(int fd, bool datasync, const struct statx *stx);
 
 #endif

@@ -407,12 +407,17 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 
 /* A sync through a descriptor tdax does not manage: a directory's
  * (dirsync.h), or one opened read-only of a file that may have records,
- * which are checkpointed first (checkpoint.h). */
+ * which are checkpointed first (checkpoint.h). One statx for both. */
 static int unmanaged_sync(int fd, bool datasync)
 {
-	if (tdax_on() && tdax_checkpoint_through(fd) != 0)
+	struct statx stx;
+	if (!tdax_on() || tdax_statx_fd(fd, TDAX_DIRSYNC_MASK, &stx) != 0)
+		return tdax_mode_real_sync(fd, datasync);
+	if (S_ISDIR(stx.stx_mode))
+		return tdax_dirsync_sync(fd, datasync, &stx);
+	if (S_ISREG(stx.stx_mode) && tdax_checkpoint_through(fd, &stx) != 0)
 		return -1;
-	return tdax_dirsync_sync(fd, datasync);
+	return tdax_mode_real_sync(fd, datasync);
 }
 
 /* A sync of a managed file, timed one time in TDAX_LAT_EVERY (state.h). */
