@@ -411,7 +411,7 @@ static const struct tdax_fd *current(int fd, const struct tdax_fd *e)
 static int unmanaged_sync(int fd, bool datasync)
 {
 	struct statx stx;
-	if (!tdax_on() || tdax_statx_fd(fd, TDAX_DIRSYNC_MASK, &stx) != 0)
+	if (!tdax_on_attached() || tdax_statx_fd(fd, TDAX_DIRSYNC_MASK, &stx) != 0)
 		return tdax_mode_real_sync(fd, datasync);
 	if (S_ISDIR(stx.stx_mode))
 		return tdax_dirsync_sync(fd, datasync, &stx);
@@ -451,7 +451,7 @@ EXPORT int fdatasync(int fd)
  * older than that may be replayed after a crash (checkpoint.h). */
 static void syncing_everything(void)
 {
-	if (tdax_on()) {
+	if (tdax_on_attached()) { /* (/bin/sync writes nothing before) */
 		TDAX_NO_CANCEL; /* (checkpoints sync) */
 		tdax_checkpoint_all();
 	}

@@ -21,6 +21,7 @@ from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
 # first); "acked".
 SYNCER = ACKED_C + r"""
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -52,6 +53,11 @@ int main(int argc, char **argv) {
 		must(map != MAP_FAILED, "mmap");
 		memset(map, 'E', 4096);
 		must(msync(map, 4096, MS_SYNC) == 0, "msync");
+	} else if (!strncmp(argv[1], "command", 7)) { /* sync(1) as a child: its first call is the sync */
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "sync %s", !strcmp(argv[1], "command-fs") ? "-f ." :
+			 !strcmp(argv[1], "command-file") ? argv[2] : "");
+		must(system(cmd) == 0, cmd);
 	} else if (!strcmp(argv[1], "syscall-sync"))
 		must(syscall(SYS_sync) == 0, "syscall(SYS_sync)");
 	else
@@ -66,11 +72,14 @@ def progs(tmp_path_factory):
     return build_both(tmp_path_factory, "syncer", SYNCER)
 
 
-# (An fsync through a read-only descriptor of a static program under
-# --intercept syscall is not trapped: docs/durability.md, Known limits.)
+# (An fsync through a read-only descriptor under --intercept syscall is not
+# trapped -- the program's, or a child's such as `sync FILE`:
+# docs/durability.md, Known limits.) "command...": sync(1) run as a child
+# after the write, which attaches for its sync (its first call).
 CASES = [(how, intercept) for how in ("sync", "syncfs", "syscall-sync", "syscall-syncfs", "fsync-readonly",
-                                      "fsync-direct", "msync")
-         for intercept in ("libc", "syscall") if (how, intercept) != ("fsync-readonly", "syscall")]
+                                      "fsync-direct", "msync", "command", "command-file", "command-fs")
+         for intercept in ("libc", "syscall")
+         if (how, intercept) not in (("fsync-readonly", "syscall"), ("command-file", "syscall"))]
 
 
 @pytest.mark.parametrize("how,intercept", CASES)
