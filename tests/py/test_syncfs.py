@@ -13,12 +13,13 @@ msync of a shared mapping (E written through it over D: the mapping made
 the file the kernel's, records checkpointed, already)."""
 import pytest
 
-from conftest import ACKED_C, acked_under_tdax, build_both, killed_and_cut
+from conftest import ACKED_C, acked_under_tdax, build_both, info, killed_and_cut
 
-# argv: how, file. 4 KiB of A, B, C at 0, each synced (lightweight from the
+# argv: how, file, and "promote" to wait after A (bypass mode promotes the
+# file then). 4 KiB of A, B, C at 0, each synced (lightweight from the
 # second, policy always); D over them through an O_DIRECT descriptor (never
-# logged); then `how` makes it durable ("msync": E through a shared mapping
-# first); "acked".
+# logged; a promoted file is demoted at its open); then `how` makes it
+# durable ("msync": E through a shared mapping first); "acked".
 SYNCER = ACKED_C + r"""
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,13 +27,14 @@ SYNCER = ACKED_C + r"""
 #include <sys/mman.h>
 #include <sys/syscall.h>
 int main(int argc, char **argv) {
-	(void)argc;
 	static char buf[4096];
 	int fd = open(argv[2], O_RDWR | O_CREAT, 0644);
 	must(fd >= 0, "open");
 	for (char c = 'A'; c <= 'C'; c++) {
 		memset(buf, c, sizeof(buf));
 		must(pwrite(fd, buf, sizeof(buf), 0) == sizeof(buf) && fdatasync(fd) == 0, "pwrite");
+		if (c == 'A' && argc > 3) /* "promote": the write-back thread starts, the lease */
+			usleep(200000);  /* comes, and bypass mode promotes the file */
 	}
 	int direct = open(argv[2], O_RDWR | O_DIRECT);
 	char *block = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -88,3 +90,15 @@ def test_a_write_sync_made_durable_is_not_undone_by_an_older_record(dev, voldisk
     p = acked_under_tdax(dev, progs, "syncer", intercept, how, f)
     killed_and_cut(p, dev, voldisk)
     assert f.read_bytes() == (b"E" if how == "msync" else b"D") * 4096
+
+
+@pytest.mark.parametrize("how", ["sync", "syncfs", "fsync-readonly", "command"])
+def test_the_same_for_a_file_bypass_mode_promoted(dev, voldisk, progs, how):
+    """A, B and C of a file bypass mode promoted (the O_DIRECT open demotes
+    it; the demotion's records stay until a real sync): the same."""
+    f = voldisk.mnt / "f"
+    p = acked_under_tdax(dev, progs, "syncer", "libc", how, f, "promote", mode="bypass")
+    killed_and_cut(p, dev, voldisk)
+    assert f.read_bytes() == b"D" * 4096
+    c = info(dev)["counters"]
+    assert c.get("promotions", 0) == 1 and c.get("demotions", 0) == 1, c
