@@ -235,20 +235,11 @@ int tdax_checkpoint_file(uint32_t idx)
  * range no longer upgraded): a record older than such a write, replayed
  * after a crash, would put back what the write replaced, and the write
  * was acknowledged (test_syncfs.py lost it so before 2026-11-28). So every
- * file with records is checkpointed before the kernel's call: its records
- * released once its bytes are durable. (An fsync through a descriptor tdax
- * does not manage is the same, for one file: tdax_checkpoint_through.)
+ * file with records is checkpointed before the kernel's call (the hooks:
+ * tdax_checkpoint_below("")), its records released once its bytes are
+ * durable; an fsync through a descriptor tdax does not manage, the same
+ * for one file.
  */
-void tdax_checkpoint_all(void)
-{
-	struct tdax_device *dev = tdax_rt.dev;
-	for (uint32_t i = 0; i < dev->sb->max_files; i++) {
-		const struct tdax_file_rt *rt = &tdax_file_at(dev, i)->rt;
-		if (atomic_load(&rt->first_log_ns) || atomic_load(&rt->rewrite))
-			tdax_checkpoint_file(i);
-	}
-}
-
 int tdax_checkpoint_through(int fd, const struct statx *stx)
 {
 	struct tdax_device *dev = tdax_rt.dev;

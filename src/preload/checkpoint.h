@@ -23,15 +23,10 @@ struct statx; /* <sys/stat.h> with _GNU_SOURCE */
  * once its directory is synced (a removal tdax saw: its entry too). */
 int tdax_checkpoint_file(uint32_t idx);
 
-/* Checkpoint every registered file of the device that has records, any
- * process's (those this process cannot open stay as they are): before a
- * sync() or syncfs(), which make durable what tdax did not log too. */
-void tdax_checkpoint_all(void);
-
 /* A sync through a descriptor tdax does not manage (one opened
  * read-only) of a regular file (stx: its statx, type and inode at least):
  * if it is a registered file with records, they are checkpointed first,
- * for the same reason. 0, or -1 with errno. */
+ * as before a sync() (checkpoint.c). 0, or -1 with errno. */
 int tdax_checkpoint_through(int fd, const struct statx *stx);
 
 /* Let go of the removed files idx[0..n) (tdax_file_gone, each seen so
@@ -73,8 +68,10 @@ void tdax_checkpoint_unnaming(uint32_t idx, uint32_t gen);
 bool tdax_checkpoint_unnamed(int fd, uint32_t idx, uint32_t gen, bool done, bool replaced);
 
 /* Before the directory dir (absolute) is renamed: checkpoint every
- * registered file below it that has records. 0, or -1 with errno if one
- * failed (its records stay). */
+ * registered file below it that has records, any process's (those this
+ * process cannot open stay as they are). dir "": every file (paths are
+ * absolute), before a sync() or syncfs() (checkpoint.c). 0, or -1 with
+ * errno if one failed (its records stay). */
 int tdax_checkpoint_below(const char *dir);
 
 #endif

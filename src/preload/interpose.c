@@ -453,7 +453,7 @@ static void syncing_everything(void)
 {
 	if (tdax_on_attached()) { /* (/bin/sync writes nothing before) */
 		TDAX_NO_CANCEL; /* (checkpoints sync) */
-		tdax_checkpoint_all();
+		(void)tdax_checkpoint_below(""); /* every file (what fails keeps its records) */
 	}
 }
 
